@@ -1,0 +1,30 @@
+"""Apache Airflow provider for Amazon SageMaker instance preference lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+PACKAGE_NAME = "airflow-provider-sm-prefs"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe this provider to Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "SageMaker Instance Preferences",
+        "description": (
+            "Submit Amazon SageMaker Training and Processing jobs with an ordered list of acceptable "
+            "instance types, wait for capacity without holding a worker slot, and hand the chosen "
+            "instance type, count, rank and wait time to downstream tasks."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Amazon SageMaker Instance Preferences",
+                "external-doc-url": "https://docs.aws.amazon.com/sagemaker/latest/dg/train-instance-preferences.html",
+                "tags": ["aws"],
+            }
+        ],
+    }
