@@ -27,4 +27,32 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["aws"],
             }
         ],
+        "operators": [
+            {
+                "integration-name": "Amazon SageMaker Instance Preferences",
+                "python-modules": ["airflow_provider_sm_prefs.operators.sagemaker"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Amazon SageMaker Instance Preferences",
+                "python-modules": ["airflow_provider_sm_prefs.sensors.capacity"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Amazon SageMaker Instance Preferences",
+                "python-modules": ["airflow_provider_sm_prefs.hooks.sagemaker"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Amazon SageMaker Instance Preferences",
+                "python-modules": ["airflow_provider_sm_prefs.triggers.capacity"],
+            }
+        ],
+        "extra-links": [
+            "airflow_provider_sm_prefs.links.SageMakerPreferenceJobLink",
+            "airflow_provider_sm_prefs.links.SageMakerPreferenceJobLogsLink",
+        ],
     }

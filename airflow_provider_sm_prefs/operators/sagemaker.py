@@ -1,0 +1,389 @@
+"""Operators: submit a Training or Processing job with an instance preference list, once, and wait."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
+from botocore.exceptions import ClientError
+
+from airflow_provider_sm_prefs import exceptions as errors
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, error_code, sanitize_job_name
+from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, SageMakerPreferenceJobLogsLink
+from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind, build_request, to_seconds
+from airflow_provider_sm_prefs.status import JobStatus, Phase, job_status, phase_of
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
+
+#: task_state_store key holding the job this task submitted (survives retries).
+STATE_KEY = "sm_prefs_job"
+
+_ERRORS: dict[str, type[errors.SageMakerJobError]] = {
+    cls.__name__: cls
+    for cls in (
+        errors.CapacityTimeoutError,
+        errors.CapacityUnavailableError,
+        errors.JobFailedError,
+        errors.JobStoppedError,
+        errors.QuotaExceededError,
+        errors.JobSubmissionError,
+    )
+}
+
+
+def _has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(_has_template(k) or _has_template(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_template(v) for v in value)
+    return False
+
+
+def error_from_event(event: Mapping[str, Any]) -> errors.SageMakerJobError:
+    """The domain exception an error event stands for."""
+    cls = _ERRORS.get(str(event.get("error_type")), errors.JobFailedError)
+    if cls is errors.QuotaExceededError:
+        return errors.QuotaExceededError(event.get("job_name", "?"), str(event.get("reason")))
+    return cls(event.get("job_name", "?"), event.get("job_status"), event.get("reason"))
+
+
+async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise RuntimeError("the capacity trigger ended without an event")
+
+
+class SageMakerPreferenceBaseOperator(BaseOperator):
+    """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
+
+    The list is checked against every documented rule before any AWS call (literal arguments already
+    when the DAG is parsed). The job is submitted once per task: its name is recorded in the task's
+    state store before Create, so a retry reattaches to a running job, returns a completed job's
+    outcome, and only starts a new job (``-r2``, ``-r3``...) when the previous one failed or stopped.
+    The task then defers until SageMaker selects an entry and pushes the outcome to XCom
+    (see :class:`~airflow_provider_sm_prefs.outcome.XComKey`), and with ``wait_for_completion``
+    defers again until the job ends.
+
+    :param config: the Create* request, as for the stock SageMaker operators (templated).
+    :param instance_preferences: the ordered list (templated), unless already inside ``config``.
+    :param max_pending: longest wait for capacity (timedelta or seconds). For a training list with an
+        accelerated entry it becomes MaxPendingTimeInSeconds (1800 s minimum); for processing and
+        CPU-only lists, where SageMaker enforces nothing, the trigger stops the job when it passes.
+    :param wait_for_completion: after capacity is acquired, also wait until the job ends.
+    :param poll_interval: seconds between status checks at first.
+    :param max_poll_interval: cap of the cadence, which grows 1.5× per unchanged poll (default: fixed).
+    :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
+        the same semantics.
+    :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
+    :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
+    :param region_name: AWS region; kept when deferring.
+    :param verify: TLS verification setting; kept when deferring.
+    :param botocore_config: botocore config dict; kept when deferring.
+    """
+
+    job_kind: ClassVar[JobKind]
+    template_fields: Sequence[str] = ("config", "instance_preferences", "max_pending", "aws_conn_id", "region_name")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
+    operator_extra_links = (SageMakerPreferenceJobLink(), SageMakerPreferenceJobLogsLink())
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        config: dict[str, Any],
+        instance_preferences: Any = None,
+        max_pending: timedelta | int | float | str | None = None,
+        wait_for_completion: bool = True,
+        poll_interval: float = 30.0,
+        max_poll_interval: float | None = None,
+        deferrable: bool = True,
+        stop_job_on_kill: bool = True,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.config = config
+        self.instance_preferences = (
+            instance_preferences.as_list() if isinstance(instance_preferences, InstancePreferenceList) else instance_preferences
+        )
+        self.max_pending = max_pending
+        self.wait_for_completion = wait_for_completion
+        self.poll_interval = poll_interval
+        self.max_poll_interval = max_poll_interval
+        self.deferrable = deferrable
+        self.stop_job_on_kill = stop_job_on_kill
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+        self._job_name: str | None = None
+        # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
+        if not any(_has_template(v) for v in (config, self.instance_preferences, max_pending)):
+            build_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
+
+    @cached_property
+    def hook(self) -> SageMakerPreferenceHook:
+        return SageMakerPreferenceHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, verify=self.verify, config=self.botocore_config
+        )
+
+    # -- preparation -----------------------------------------------------------------------------------
+    def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
+        """Validate the rendered arguments; return the request, the list and the client-side deadline."""
+        config = self.config
+        if isinstance(config, str):
+            try:
+                config = json.loads(config)
+            except ValueError:
+                raise errors.InvalidInstancePreferencesError(["config: rendered to a string that is not JSON"]) from None
+        max_pending = to_seconds(self.max_pending)
+        request, prefs = build_request(self.job_kind, config, self.instance_preferences, max_pending)
+        server_enforced = self.job_kind is JobKind.TRAINING and prefs.waits_for_capacity
+        deadline = None if server_enforced else max_pending
+        if max_pending is None and self.job_kind is JobKind.PROCESSING:
+            self.log.warning(
+                "No max_pending: SageMaker documents no limit on how long a processing job waits for capacity; "
+                "set max_pending to bound it."
+            )
+        return request, prefs, (float(deadline) if deadline else None)
+
+    # -- execution -------------------------------------------------------------------------------------
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        try:
+            request, prefs, deadline = self.prepare()
+        except errors.InvalidInstancePreferencesError as err:
+            # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
+            raise AirflowFailException(str(err)) from err
+        kind = self.job_kind
+        base_name = self.hook.name_of(kind, request)
+        self.log.info("Instance preferences for %s: %s", base_name, prefs.describe(self._job_level_count(request)))
+
+        existing = self._reattach_or_name(context, base_name)
+        if isinstance(existing, CapacityOutcome):
+            self.log.info("Job already completed on an earlier try; returning its outcome: %s", existing.summary())
+            return self._push_outcome(context, existing)
+        job_name, describe = existing
+        self._job_name = job_name
+        request[self._name_field] = job_name
+        self._persist_links(context, job_name)
+        context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
+
+        if describe is None:
+            describe = self._create(context, kind, request, prefs, job_name)
+        arn = describe.get(self._arn_field)
+        if arn:
+            context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
+        return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
+
+    @property
+    def _name_field(self) -> str:
+        return "TrainingJobName" if self.job_kind is JobKind.TRAINING else "ProcessingJobName"
+
+    @property
+    def _arn_field(self) -> str:
+        return "TrainingJobArn" if self.job_kind is JobKind.TRAINING else "ProcessingJobArn"
+
+    def _job_level_count(self, request: Mapping[str, Any]) -> int | None:
+        node: Any = request
+        for key in self.job_kind.cluster_path:
+            node = (node or {}).get(key)
+        return (node or {}).get("InstanceCount")
+
+    def _reattach_or_name(
+        self, context: Context, base_name: str
+    ) -> CapacityOutcome | tuple[str, dict[str, Any] | None]:
+        """Decide the job name for this try, from the state store; reattach where a job already runs.
+
+        Returns the completed outcome, or ``(name, describe)`` where describe is None if the job
+        must be created.
+        """
+        store = context.get("task_state_store")
+        state = store.get(STATE_KEY) if store is not None else None
+        submission = 1
+        name = sanitize_job_name(base_name)
+        if isinstance(state, Mapping) and state.get("job_name"):
+            previous = str(state["job_name"])
+            submission = int(state.get("submission", 1))
+            describe = self.hook.describe_job(self.job_kind, previous)
+            if describe is None:
+                self.log.info("Job %s recorded on an earlier try never reached SageMaker; creating it now", previous)
+                name = previous
+            else:
+                status = job_status(self.job_kind, describe)
+                if status is JobStatus.IN_PROGRESS:
+                    self.log.info("Reattaching to job %s from an earlier try (still %s)", previous, status.value)
+                    return previous, describe
+                if status is JobStatus.COMPLETED:
+                    return outcome_from_describe(self.job_kind, describe, None)
+                submission += 1
+                name = sanitize_job_name(base_name, suffix=f"-r{submission}")
+                self.log.info("Job %s from an earlier try ended %s; submitting %s", previous, status.value, name)
+        if store is not None:
+            store.set(STATE_KEY, {"job_name": name, "submission": submission, "kind": self.job_kind.value})
+        return name, None
+
+    def _create(
+        self, context: Context, kind: JobKind, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str
+    ) -> dict[str, Any]:
+        try:
+            self.hook.create_job(kind, request, prefs)
+        except ClientError as err:
+            if error_code(err) != "ResourceInUse":
+                raise
+            describe = self.hook.describe_job(kind, job_name)
+            if describe is not None and job_status(kind, describe) is JobStatus.IN_PROGRESS:
+                self.log.info("Job %s already exists and is running: reattaching instead of creating a copy", job_name)
+                return describe
+            status = job_status(kind, describe).value if describe else "unknown"
+            raise AirflowFailException(
+                f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
+                f"make {self._name_field} unique per run, e.g. include {{{{ ts_nodash }}}}"
+            ) from err
+        except errors.QuotaExceededError:
+            raise
+        self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
+        return self.hook.describe_job(kind, job_name) or {}
+
+    def _persist_links(self, context: Context, job_name: str) -> None:
+        try:
+            region = self.hook.conn_region_name
+            partition = self.hook.conn_partition
+        except Exception:  # links are a convenience; never fail the task for them
+            self.log.debug("Could not resolve region for console links", exc_info=True)
+            return
+        training = self.job_kind is JobKind.TRAINING
+        SageMakerPreferenceJobLink.persist(
+            context=context,
+            operator=self,
+            region_name=region,
+            aws_partition=partition,
+            job_name=job_name,
+            console_path="jobs" if training else "processing-jobs",
+        )
+        SageMakerPreferenceJobLogsLink.persist(
+            context=context,
+            operator=self,
+            region_name=region,
+            aws_partition=partition,
+            job_name=job_name,
+            log_group="TrainingJobs" if training else "ProcessingJobs",
+        )
+
+    def _trigger(self, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None) -> SageMakerCapacityTrigger:
+        assert self._job_name is not None
+        return SageMakerCapacityTrigger(
+            job_name=self._job_name,
+            job_kind=self.job_kind.value,
+            wait_for=wait_for.value,
+            preferences=prefs.as_list(),
+            poll_interval=self.poll_interval,
+            max_poll_interval=self.max_poll_interval,
+            deadline_seconds=deadline if wait_for is WaitFor.CAPACITY else None,
+            stop_on_deadline=True,
+            stop_job_on_kill=self.stop_job_on_kill,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
+        )
+
+    def _wait(
+        self, context: Context, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
+    ) -> dict[str, Any] | None:
+        trigger = self._trigger(wait_for, prefs, deadline)
+        method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
+        if self.deferrable:
+            # Check before deferring: a reattached or fast job may already be past Pending.
+            describe = self.hook.describe_job(self.job_kind, trigger.job_name)
+            if describe is None or not self._reached(phase_of(self.job_kind, describe), wait_for):
+                self.defer(
+                    trigger=trigger,
+                    method_name=method,
+                    kwargs={"preferences": prefs.as_list(), "deadline": deadline},
+                )
+        event = asyncio.run(_first_event(trigger))
+        return getattr(self, method)(context, event, preferences=prefs.as_list(), deadline=deadline)
+
+    @staticmethod
+    def _reached(phase: Phase, wait_for: WaitFor) -> bool:
+        if phase.is_terminal():
+            return True
+        return wait_for is WaitFor.CAPACITY and phase is Phase.RUNNING
+
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        preferences: list[dict[str, Any]] | None = None,
+        deadline: float | None = None,
+    ) -> dict[str, Any] | None:
+        """Resume after capacity: push the outcome; then wait for completion if asked."""
+        outcome = self._outcome_from(event)
+        self._job_name = outcome.job_name
+        self.log.info("Capacity acquired: %s", outcome.summary())
+        result = self._push_outcome(context, outcome)
+        if self.wait_for_completion and not Phase(str((event or {}).get("phase"))).is_terminal():
+            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
+            return self._wait(context, WaitFor.COMPLETION, prefs, None)
+        return result
+
+    def execute_job_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        preferences: list[dict[str, Any]] | None = None,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
+        """Resume after the job ended."""
+        outcome = self._outcome_from(event)
+        self.log.info("Job finished: %s", outcome.summary())
+        return self._push_outcome(context, outcome)
+
+    def _outcome_from(self, event: Mapping[str, Any] | None) -> CapacityOutcome:
+        if not event or not isinstance(event, Mapping):
+            raise errors.JobFailedError(self._job_name or "?", None, f"unexpected trigger event {event!r}")
+        if event.get("status") != "success" or not event.get("outcome"):
+            raise error_from_event(event)
+        return CapacityOutcome.from_dict(event["outcome"])
+
+    def _push_outcome(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
+        ti = context["ti"]
+        for key, value in outcome.xcom_values().items():
+            ti.xcom_push(key=key, value=value)
+        return outcome.as_dict()
+
+    def on_kill(self) -> None:
+        """Non-deferrable mode: the worker was told to stop; stop the SageMaker job with it."""
+        if self.stop_job_on_kill and self._job_name:
+            self.hook.stop_job(self.job_kind, self._job_name)
+
+
+class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):
+    """Create a SageMaker Training job with ``ResourceConfig.InstancePreferences`` and wait for capacity.
+
+    Per-entry training plans (``training_plan_arn``) back an entry with reserved capacity; put it
+    first. See :class:`SageMakerPreferenceBaseOperator` for the parameters.
+    """
+
+    job_kind = JobKind.TRAINING
+
+
+class SageMakerPreferenceProcessingOperator(SageMakerPreferenceBaseOperator):
+    """Create a SageMaker Processing job with ``ClusterConfig.InstancePreferences`` and wait for capacity.
+
+    SageMaker documents no pending limit for processing: use ``max_pending`` for a client-side one.
+    See :class:`SageMakerPreferenceBaseOperator` for the parameters.
+    """
+
+    job_kind = JobKind.PROCESSING

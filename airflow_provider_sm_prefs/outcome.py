@@ -1,0 +1,260 @@
+"""The outcome record handed to downstream tasks, its XCom keys, and how it is read off AWS (pure).
+
+Every figure comes from what SageMaker reports (Selected*, SecondaryStatusTransitions,
+CreationTime...), never from the waiting process's memory, so a triggerer restart or a retry
+reports exactly the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from airflow_provider_sm_prefs import catalog
+from airflow_provider_sm_prefs.exceptions import (
+    CapacityTimeoutError,
+    CapacityUnavailableError,
+    JobFailedError,
+    JobStoppedError,
+    SageMakerJobError,
+)
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
+from airflow_provider_sm_prefs.status import JobStatus, cluster_of, job_status, selected
+
+
+class XComKey(str, Enum):
+    """XCom keys pushed by the operators and the sensor. ``return_value`` holds the whole record."""
+
+    JOB_NAME = "job_name"
+    JOB_ARN = "job_arn"
+    SELECTED_INSTANCE_TYPE = "selected_instance_type"
+    SELECTED_INSTANCE_COUNT = "selected_instance_count"
+    PREFERENCE_RANK = "preference_rank"
+    FELL_BACK = "fell_back"
+    PENDING_SECONDS = "pending_seconds"
+    CAPACITY = "capacity"
+    ACCELERATORS = "accelerators"
+    JOB_STATUS = "job_status"
+
+
+class Capacity(str, Enum):
+    TRAINING_PLAN = "training-plan"
+    ON_DEMAND = "on-demand"
+
+
+@dataclass(frozen=True)
+class CapacityOutcome:
+    """What SageMaker chose for a job, and how long it took to get it. JSON-safe via :meth:`as_dict`."""
+
+    job_name: str
+    job_kind: str
+    job_arn: str | None
+    selected_instance_type: str
+    selected_instance_count: int
+    preference_rank: int | None
+    fell_back: bool
+    pending_seconds: float
+    capacity: str
+    accelerators: dict[str, Any] | None
+    job_status: str
+    secondary_status: str | None = None
+    preferences: list[dict[str, Any]] = field(default_factory=list)
+    training_seconds: int | None = None
+    billable_seconds: int | None = None
+    failure_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapacityOutcome:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def xcom_values(self) -> dict[str, Any]:
+        """The per-key XComs (``return_value`` carries :meth:`as_dict`)."""
+        return {
+            XComKey.JOB_NAME.value: self.job_name,
+            XComKey.JOB_ARN.value: self.job_arn,
+            XComKey.SELECTED_INSTANCE_TYPE.value: self.selected_instance_type,
+            XComKey.SELECTED_INSTANCE_COUNT.value: self.selected_instance_count,
+            XComKey.PREFERENCE_RANK.value: self.preference_rank,
+            XComKey.FELL_BACK.value: self.fell_back,
+            XComKey.PENDING_SECONDS.value: self.pending_seconds,
+            XComKey.CAPACITY.value: self.capacity,
+            XComKey.ACCELERATORS.value: self.accelerators,
+            XComKey.JOB_STATUS.value: self.job_status,
+        }
+
+    def summary(self) -> str:
+        rank = f"rank {self.preference_rank}" if self.preference_rank else "rank ?"
+        return (
+            f"{self.job_name}: {self.selected_instance_type}×{self.selected_instance_count} ({rank}, "
+            f"{self.capacity}) after {format_duration(self.pending_seconds)} pending; status {self.job_status}"
+        )
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=UTC)
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    raise TypeError(f"not a timestamp: {value!r}")
+
+
+def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | None = None) -> float:
+    """Seconds the job has waited for capacity, from AWS's own timestamps.
+
+    Training: the summed duration of the ``Pending`` secondary-status transitions (an open one runs
+    until ``now``, the service clock). Processing has no transitions: the time from CreationTime to
+    ProcessingStartTime (or ``now`` while none is selected).
+    """
+    if kind is JobKind.TRAINING:
+        total = 0.0
+        for transition in describe.get("SecondaryStatusTransitions") or []:
+            if transition.get("Status") != "Pending":
+                continue
+            start = _as_datetime(transition.get("StartTime"))
+            end = _as_datetime(transition.get("EndTime")) or now
+            if start and end:
+                total += max(0.0, (end - start).total_seconds())
+        return round(total, 3)
+    created = _as_datetime(describe.get("CreationTime"))
+    started = _as_datetime(describe.get("ProcessingStartTime"))
+    end = started or now
+    if created is None or end is None:
+        return 0.0
+    return round(max(0.0, (end - created).total_seconds()), 3)
+
+
+def waiting_seconds(describe: Mapping[str, Any], now: datetime) -> float:
+    """Seconds since the job was created, by the service clock ``now``."""
+    created = _as_datetime(describe.get("CreationTime"))
+    return max(0.0, (now - created).total_seconds()) if created else 0.0
+
+
+def accelerator_facts(instance_type: str, count: int) -> dict[str, Any] | None:
+    """Accelerator facts of ``count`` × ``instance_type`` from the catalog; None for unknown types."""
+    try:
+        totals = catalog.totals(instance_type, count)
+    except KeyError:
+        return None
+    data = totals.as_dict()
+    return {
+        "model": data["accelerator_model"],
+        "per_instance": data["accelerators_per_instance"],
+        "total": data["accelerators_total"],
+        "memory_gib_per_device": data["accelerator_memory_gib_per_device"],
+        "memory_gib_total": data["accelerator_memory_gib_total"],
+        "vcpus_total": data["vcpus_total"],
+        "memory_gib_total_host": data["memory_gib_total"],
+        "description": totals.describe(),
+    }
+
+
+def outcome_from_describe(
+    kind: JobKind,
+    describe: Mapping[str, Any],
+    preferences: InstancePreferenceList | None = None,
+    now: datetime | None = None,
+) -> CapacityOutcome:
+    """Build the outcome of a job whose entry has been selected.
+
+    :param preferences: the list the job was submitted with; read from the response when None.
+    :param now: the service clock, used only while a Pending transition is still open.
+    """
+    job_name = describe.get("TrainingJobName") or describe.get("ProcessingJobName") or "?"
+    if preferences is None:
+        preferences = InstancePreferenceList.from_response(cluster_of(kind, describe).get("InstancePreferences"), kind)
+    instance_type, count = selected(kind, describe)
+    cluster = cluster_of(kind, describe)
+    if instance_type is None:
+        # A single-type job (no preference list) reports its type at top level.
+        instance_type = cluster.get("InstanceType")
+    if count is None:
+        count = cluster.get("InstanceCount")
+    if instance_type is None:
+        raise ValueError(f"job {job_name!r} has no selected instance type yet")
+    rank: int | None
+    try:
+        rank = preferences.rank_of(instance_type) if len(preferences) else 1
+    except KeyError:
+        rank = None
+    entry = preferences.entry_for(instance_type) if rank and len(preferences) else None
+    if count is None and entry is not None:
+        count = entry.instance_count
+    plan_backed = bool(entry and entry.training_plan_arn)
+    status = job_status(kind, describe)
+    return CapacityOutcome(
+        job_name=job_name,
+        job_kind=kind.value,
+        job_arn=describe.get("TrainingJobArn") or describe.get("ProcessingJobArn"),
+        selected_instance_type=instance_type,
+        selected_instance_count=int(count or 1),
+        preference_rank=rank,
+        fell_back=bool(rank and rank > 1),
+        pending_seconds=pending_seconds(kind, describe, now),
+        capacity=(Capacity.TRAINING_PLAN if plan_backed else Capacity.ON_DEMAND).value,
+        accelerators=accelerator_facts(instance_type, int(count or 1)),
+        job_status=status.value,
+        secondary_status=describe.get("SecondaryStatus"),
+        preferences=preferences.as_list(),
+        training_seconds=describe.get("TrainingTimeInSeconds"),
+        billable_seconds=describe.get("BillableTimeInSeconds"),
+        failure_reason=describe.get("FailureReason"),
+    )
+
+
+def terminal_error(
+    kind: JobKind,
+    describe: Mapping[str, Any],
+    stopped_by_deadline: bool = False,
+    now: datetime | None = None,
+) -> SageMakerJobError | None:
+    """The domain error a terminal, unsuccessful job stands for; None for Completed.
+
+    Capacity outcomes are told apart by facts, not message text (AWS says StatusMessage may change):
+    a job that ends without a selected entry never got capacity.
+    """
+    job_name = describe.get("TrainingJobName") or describe.get("ProcessingJobName") or "?"
+    status = job_status(kind, describe)
+    reason = describe.get("FailureReason") or describe.get("ExitMessage")
+    if status is JobStatus.COMPLETED:
+        return None
+    instance_type, _ = selected(kind, describe)
+    never_selected = instance_type is None and cluster_of(kind, describe).get("InstancePreferences") is not None
+    if stopped_by_deadline:
+        return CapacityTimeoutError(job_name, status.value, reason or "the client-side max_pending deadline passed; job stopped")
+    if status is JobStatus.FAILED:
+        text = reason or ""
+        if never_selected and text.startswith("CapacityError"):
+            return CapacityUnavailableError(job_name, status.value, reason)
+        if never_selected or "InsufficientCapacityError" in text:
+            return CapacityTimeoutError(job_name, status.value, reason)
+        return JobFailedError(job_name, status.value, reason)
+    if status in (JobStatus.STOPPED, JobStatus.DELETING, JobStatus.STOPPING):
+        limit = (describe.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
+        waited = pending_seconds(kind, describe, now)
+        if never_selected and limit and waited >= float(limit) - 60:
+            return CapacityTimeoutError(
+                job_name, status.value, reason or f"MaxPendingTimeInSeconds={limit} passed after {waited:.0f}s pending"
+            )
+        return JobStoppedError(job_name, status.value, reason or "stopped by a StopJob call from outside this task")
+    return None
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s" if sec else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
