@@ -1,0 +1,78 @@
+"""DAGs the test suite drives with dag.test(run_conf=...): one per operator shape, configured by params."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_provider_sm_prefs.operators import (
+    SageMakerPreferenceProcessingOperator,
+    SageMakerPreferenceTrainingOperator,
+)
+from airflow_provider_sm_prefs.outcome import XComKey
+from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
+
+POLL = 0.2
+PARAMS: dict[str, Any] = {"config": {}, "prefs": None, "max_pending": None, "out": "", "job_name": ""}
+
+
+class CrashAfterCreateTrainingOperator(SageMakerPreferenceTrainingOperator):
+    """Dies right after CreateTrainingJob on its first try, as a killed worker would."""
+
+    def _create(self, context, *args, **kwargs):  # type: ignore[no-untyped-def]
+        describe = super()._create(context, *args, **kwargs)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("worker died right after CreateTrainingJob")
+        return describe
+
+
+@task
+def consume(params: dict[str, Any] | None = None, ti: Any = None) -> dict[str, Any]:
+    """A downstream task: read every XCom key the job task pushed and write them where the test looks."""
+    values = {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
+    values["return_value"] = ti.xcom_pull(task_ids="job")
+    if params and params.get("out"):
+        with open(params["out"], "w") as fh:
+            json.dump(values, fh)
+    return values
+
+
+def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=datetime(2026, 9, 15),
+        catchup=False,
+        render_template_as_native_obj=True,
+        params=dict(PARAMS),
+        default_args={"retries": retries, "retry_delay": timedelta(seconds=0)},
+    ) as dag:
+        job = operator(
+            task_id="job",
+            config="{{ params.config }}",
+            instance_preferences="{{ params.prefs }}",
+            max_pending="{{ params.max_pending }}",
+            poll_interval=POLL,
+            **kwargs,
+        )
+        job >> consume()
+    return dag
+
+
+t_train_capacity = _dag("t_train_capacity", SageMakerPreferenceTrainingOperator, wait_for_completion=False)
+t_train_complete = _dag("t_train_complete", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
+t_train_sync = _dag("t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False)
+t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
+t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
+
+with DAG(
+    "t_sensor",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    params=dict(PARAMS),
+) as t_sensor:
+    SageMakerCapacitySensor(task_id="job", job_name="{{ params.job_name }}", poll_interval=POLL) >> consume()

@@ -1,0 +1,298 @@
+"""Real dag.test() runs of the operators and the sensor against the offline SageMaker.
+
+Every run goes through botocore/aiobotocore HTTP to the emulator; counts of Create calls and of
+jobs come from the emulator's own ledger.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_sm_prefs.outcome import XComKey
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+TEST_DAGS = Path(__file__).resolve().parent.parent / "dags" / "sm_prefs_test_dags.py"
+_spec = importlib.util.spec_from_file_location("sm_prefs_test_dags", TEST_DAGS)
+assert _spec and _spec.loader
+dags = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dags)
+
+PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
+G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
+NIGHTLY = [
+    {"instance_type": G6, "instance_count": 2},
+    {"instance_type": G5, "instance_count": 4},
+    {"instance_type": P4D, "instance_count": 2},
+]
+
+
+def training_config(name: str = "nightly", tags: dict[str, str] | None = None, **resource: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1", "TrainingInputMode": "File"},
+        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
+        "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
+        "ResourceConfig": {"VolumeSizeInGB": 50, **resource},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+    }
+    if tags:
+        config["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    return config
+
+
+def processing_config(name: str = "prep", **cluster: Any) -> dict[str, Any]:
+    return {
+        "ProcessingJobName": name,
+        "AppSpecification": {"ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/prep:1"},
+        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
+        "ProcessingResources": {"ClusterConfig": {"VolumeSizeInGB": 30, **cluster}},
+    }
+
+
+def scenario(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "time_scale": 600,
+        "job_runtime_seconds": 600,
+        "phase_seconds": {"starting": 60, "downloading": 60, "uploading": 30, "stopping": 30},
+        "pending_timeout_outcome": "stopped",
+        "processing_when_no_capacity": "wait",
+    }
+    base.update(overrides)
+    return base
+
+
+def run(dag_id: str, tmp_path: Path, **conf: Any) -> tuple[dict[str, str | None], dict[str, Any] | None]:
+    out = tmp_path / f"{dag_id}-out.json"
+    dag = getattr(dags, dag_id)
+    dagrun = dag.test(run_conf={**conf, "out": str(out)})
+    states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
+    return states, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def logs(capfd: pytest.CaptureFixture[str]) -> str:
+    """What the task and trigger logged (Airflow's structlog writes to the process's stdout/stderr)."""
+    captured = capfd.readouterr()
+    return captured.out + captured.err
+
+
+def creates(sm: Any, op: str = "CreateTrainingJob") -> int:
+    return int(sm.stats()["operations"].get(op, 0))
+
+
+# -- capacity outcomes ---------------------------------------------------------------------------------
+
+
+def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> None:
+    states, xcom = run("t_train_complete", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None
+    assert xcom[XComKey.SELECTED_INSTANCE_TYPE.value] == G6
+    assert xcom[XComKey.PREFERENCE_RANK.value] == 1
+    assert xcom[XComKey.FELL_BACK.value] is False
+    assert xcom[XComKey.PENDING_SECONDS.value] == 0
+    assert xcom[XComKey.JOB_STATUS.value] == "Completed"
+    assert xcom["return_value"]["training_seconds"] and xcom["return_value"]["billable_seconds"]
+    assert creates(sm) == 1
+    assert sm.job("nightly")["status"] == "Completed"
+
+
+def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario("first-choice-scarce")
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None
+    assert (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 4)
+    assert (xcom["preference_rank"], xcom["fell_back"], xcom["capacity"]) == (2, True, "on-demand")
+    assert xcom["accelerators"]["model"] == "A10G" and xcom["accelerators"]["total"] == 32
+    assert xcom["job_name"] == "nightly" and xcom["job_arn"].endswith(":training-job/nightly")
+
+
+def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestamps(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario(
+        scenario(capacity={G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}], P4D: [{"from": 0, "to": 900, "free": 0}, {"from": 900, "free": 4}]})
+    )
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states["job"] == "success"
+    assert xcom is not None
+    assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P4D, 3)
+    timeline = sm.job("nightly")["timeline"]
+    index = next(i for i, t in enumerate(timeline) if t["secondary_status"] == "Pending")
+    expected = timeline[index + 1]["emulated_time"] - timeline[index]["emulated_time"]
+    # The wait ends when p4d frees up, 900 emulated seconds after the scenario started.
+    assert 500 < expected < 900
+    assert xcom["pending_seconds"] == pytest.approx(expected, abs=1)
+
+
+def test_uniform_job_level_count_is_reported(sm: Any, tmp_path: Path) -> None:
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(InstanceCount=3), prefs=[G5, P4D], max_pending=None)
+    assert states["job"] == "success"
+    assert xcom is not None and (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 3)
+
+
+def test_plan_backed_first_entry_without_capacity_is_skipped(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario("plan-no-capacity")
+    plan = sm.scenario_dict()["training_plans"][0]
+    prefs = [{"instance_type": plan["instance_type"], "instance_count": 2, "training_plan_arn": plan["arn"]}, {"instance_type": P4D, "instance_count": 2}]
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
+    assert states["job"] == "success"
+    assert xcom is not None and (xcom["preference_rank"], xcom["capacity"]) == (2, "on-demand")
+
+
+def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: Path) -> None:
+    p5 = "ml.p5.48xlarge"
+    sm.load_scenario(scenario(training_plans=[{"arn": PLAN, "instance_type": p5, "count": 2, "from": 0, "to": 86400}], capacity={p5: [{"from": 0, "free": 0}]}))
+    prefs = [{"instance_type": p5, "instance_count": 2, "training_plan_arn": PLAN}, {"instance_type": P4D, "instance_count": 2}]
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
+    assert states["job"] == "success"
+    assert xcom is not None and (xcom["selected_instance_type"], xcom["preference_rank"], xcom["capacity"]) == (p5, 1, "training-plan")
+
+
+# -- failures, each its own error -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expiry", ["stopped", "failed"])
+def test_sagemaker_pending_expiry_fails_with_capacity_timeout_and_downstream_does_not_run(
+    sm: Any, tmp_path: Path, expiry: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sm.load_scenario(scenario(time_scale=1800, pending_timeout_outcome=expiry, capacity={"ml.*": [{"from": 0, "free": 0}]}))
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=1800)
+    assert states["job"] == "failed"
+    assert states["consume"] in ("upstream_failed", None)
+    assert xcom is None
+    assert sm.job("nightly")["status"] == expiry.capitalize()
+    assert "CapacityTimeoutError" in logs(capfd) or "Timed out waiting for capacity" in logs(capfd)
+
+
+def test_processing_client_deadline_stops_the_job(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    sm.load_scenario(scenario(time_scale=1200, capacity={"ml.*": [{"from": 0, "free": 0}]}))
+    states, _ = run("t_process", tmp_path, config=processing_config(InstanceCount=1), prefs=["ml.g5.xlarge", "ml.c5.xlarge"], max_pending=1200)
+    assert states["job"] == "failed"
+    assert sm.job("prep")["status"] in ("Stopping", "Stopped")
+    assert "Timed out waiting for capacity" in logs(capfd)
+
+
+def test_cpu_only_list_without_capacity_fails_with_capacity_error(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    sm.load_scenario("cpu-only-no-capacity")
+    cpu = [t for t in sm.scenario_dict()["capacity"] if not any(ch in t for ch in "*?")][:2]
+    states, _ = run("t_train_capacity", tmp_path, config=training_config(InstanceCount=1), prefs=cpu, max_pending=None)
+    assert states["job"] == "failed"
+    assert sm.job("nightly")["status"] == "Failed"
+    text = logs(capfd)
+    assert "No capacity for any entry" in text and "CapacityError" in text
+
+
+def test_quota_rejection_names_the_entry_and_creates_nothing(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    sm.load_scenario(scenario(quotas={"training": {G5: 2}}))
+    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states["job"] == "failed"
+    assert sm.jobs() == []
+    assert f"instance_preferences[1] ({G5}) lacks quota" in logs(capfd)
+
+
+def test_job_failure_carries_aws_reason(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    config = training_config(tags={"emulator:outcome": "Failed"})
+    states, _ = run("t_train_complete", tmp_path, config=config, prefs=NIGHTLY, max_pending=3600)
+    assert states["job"] == "failed"
+    text = logs(capfd)
+    assert "SageMaker job failed" in text and "AlgorithmError" in text
+
+
+def test_stop_by_someone_else_while_pending(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    sm.load_scenario(scenario(time_scale=60, capacity={"ml.*": [{"from": 0, "free": 0}]}))
+    client = sm.boto3_client("sagemaker")
+
+    def stop_when_pending() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            jobs = sm.jobs()
+            if jobs and jobs[0]["secondary_status"] == "Pending":
+                client.stop_training_job(TrainingJobName=jobs[0]["name"])
+                return
+            time.sleep(0.1)
+
+    stopper = threading.Thread(target=stop_when_pending, daemon=True)
+    stopper.start()
+    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=86400)
+    stopper.join(5)
+    assert states["job"] == "failed"
+    assert "SageMaker job was stopped" in logs(capfd)
+
+
+# -- submit once ---------------------------------------------------------------------------------------
+
+
+def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(sm: Any, tmp_path: Path) -> None:
+    states, xcom = run("t_train_crash", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert creates(sm) == 1
+    assert [j["name"] for j in sm.jobs()] == ["nightly"]
+    assert xcom is not None and xcom["job_name"] == "nightly"
+
+
+def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -> None:
+    client = sm.boto3_client("sagemaker")
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    request, _ = build_request("training", training_config(), NIGHTLY, 3600)
+    client.create_training_job(**request)
+    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states["job"] == "success"
+    assert creates(sm) == 2  # ours was refused with ResourceInUse ...
+    assert len(sm.jobs()) == 1  # ... and reattached to the running one
+
+
+@pytest.mark.parametrize(
+    ("prefs", "resource"),
+    [
+        ([G6, G6], {"InstanceCount": 1}),
+        ([G6, G5, P4D, "ml.p5.48xlarge", "ml.g6e.48xlarge", "ml.g4dn.12xlarge"], {"InstanceCount": 1}),
+        ([{"instance_type": G6, "instance_count": 2}, G5], {}),
+        ([{"instance_type": G6, "instance_count": 2}], {"InstanceCount": 2}),
+        ([G6], {}),
+        ([G6], {"InstanceCount": 1, "InstanceType": G5}),
+        ([{"instance_type": G6, "instance_count": "two"}], {}),
+        (["ml.g6.48xlarg"], {"InstanceCount": 1}),
+        ([{"instance_type": "ml.p5.48xlarge", "instance_count": 1, "training_plan_arn": "not-an-arn"}], {}),
+    ],
+)
+def test_invalid_list_fails_before_any_create_call(sm: Any, tmp_path: Path, prefs: list[Any], resource: dict[str, Any]) -> None:
+    states, _ = run("t_train_capacity", tmp_path, config=training_config(**resource), prefs=prefs, max_pending=3600)
+    assert states["job"] == "failed"
+    assert sm.stats()["operations"] == {}
+
+
+def test_pending_time_below_sagemaker_minimum_fails_before_any_call(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=600)
+    assert states["job"] == "failed"
+    assert sm.stats()["operations"] == {}
+    assert "below SageMaker's minimum MaxPendingTimeInSeconds of 1800s" in logs(capfd)
+
+
+# -- non-deferrable and sensor ---------------------------------------------------------------------------
+
+
+def test_non_deferrable_mode_has_the_same_outcome(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario("first-choice-scarce")
+    states, xcom = run("t_train_sync", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None and (xcom["preference_rank"], xcom["job_status"]) == (2, "Completed")
+
+
+def test_sensor_on_an_external_job(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario("first-choice-scarce")
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    request, _ = build_request("training", training_config("external-1"), NIGHTLY, 3600)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    states, xcom = run("t_sensor", tmp_path, job_name="external-1")
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None and (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == ("external-1", G5, 2)
+    assert creates(sm) == 1
