@@ -29,7 +29,7 @@ lint: install
 	$(RUN) mypy
 
 demo: install
-	$(RUN) python -m airflow_provider_sm_prefs.demo
+	$(RUN) python -m airflow_provider_sm_prefs.testing.demo
 
 bench: install
 	$(RUN) python -m benchmarks.run

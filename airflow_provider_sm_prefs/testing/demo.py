@@ -1,0 +1,174 @@
+"""``make demo``: the nightly DAG against the offline SageMaker, first choice scarce, in one command.
+
+Starts the emulator as its own process (``sm-prefs-emulator``), prepares a throw-away Airflow home
+with an ``aws_default`` connection pointing at it, runs ``airflow dags test`` on the nightly example
+DAG, and prints what SageMaker chose. Nothing here is needed to use the provider.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_sm_prefs.outcome import format_duration
+
+DAG_ID = "sm_prefs_nightly_retrain"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bin(name: str) -> str:
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    from urllib.request import urlopen
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the offline SageMaker exited with code {proc.returncode}")
+        try:
+            with urlopen(f"{url}/_emulator/health", timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the offline SageMaker did not answer at {url} within {timeout:.0f}s")
+
+
+def _read_outcome(env: dict[str, str]) -> dict[str, Any] | None:
+    """The train task's return_value, read from the demo's metadata database."""
+    code = (
+        "import json\n"
+        "from airflow.utils.session import create_session\n"
+        "from airflow.models.xcom import XComModel\n"
+        "with create_session() as s:\n"
+        f"    row = s.query(XComModel).filter(XComModel.dag_id=={DAG_ID!r}, XComModel.task_id=='train',"
+        " XComModel.key=='return_value').order_by(XComModel.timestamp.desc()).first()\n"
+        "    print(json.dumps(row.value if row else None))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    if result.returncode != 0 or not lines:
+        sys.stderr.write(result.stderr[-2000:])
+        return None
+    value = json.loads(lines[-1])
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def print_table(outcome: dict[str, Any], elapsed: float) -> None:
+    accel = outcome.get("accelerators") or {}
+    prefs = " → ".join(
+        f"{p['instance_type']}×{p['instance_count']}" if p.get("instance_count") else p["instance_type"]
+        for p in outcome.get("preferences") or []
+    )
+    rows = [
+        ("preferences", prefs),
+        ("entry chosen", outcome["selected_instance_type"]),
+        ("rank", f"{outcome['preference_rank']} (fell back: {'yes' if outcome['fell_back'] else 'no'})"),
+        ("count", str(outcome["selected_instance_count"])),
+        ("capacity", outcome["capacity"]),
+        ("pending time", f"{format_duration(outcome['pending_seconds'])} (emulated, from AWS timestamps)"),
+        (
+            "accelerators",
+            f"{accel.get('total')} × {accel.get('model')}, {accel.get('memory_gib_total')} GiB accelerator memory"
+            if accel.get("total")
+            else "none",
+        ),
+        ("job status", outcome["job_status"]),
+        ("billable seconds", str(outcome.get("billable_seconds"))),
+        ("demo wall time", f"{elapsed:.1f}s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    line = "+" + "-" * (width + 2) + "+" + "-" * 66 + "+"
+    print(line)
+    print(f"| {'SageMaker capacity outcome'.ljust(width + 67)}|")
+    print(line)
+    for key, value in rows:
+        print(f"| {key.ljust(width)} | {value[:64].ljust(64)} |")
+    print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--scenario",
+        default=str(Path(__file__).with_name("scenarios") / "nightly-demo.yaml"),
+        help="builtin scenario name or scenario file",
+    )
+    parser.add_argument("--dags-folder", default="dags_examples")
+    parser.add_argument("--keep", action="store_true", help="keep the demo's AIRFLOW_HOME")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    home = Path(tempfile.mkdtemp(prefix="sm-prefs-demo-"))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    emulator = subprocess.Popen(
+        [_bin("sm-prefs-emulator"), "--port", str(port), "--scenario", args.scenario],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_up(url, emulator)
+        print(f"offline SageMaker up at {url} (scenario {args.scenario})")
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(args.dags_folder).resolve()),
+            "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(
+                {
+                    "conn_type": "aws",
+                    "login": "demo",
+                    "password": "demo",
+                    "extra": {"endpoint_url": url, "region_name": "us-east-1"},
+                }
+            ),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "SM_PREFS_POLL_INTERVAL": os.environ.get("SM_PREFS_POLL_INTERVAL", "1"),
+            "SM_PREFS_MAX_POLL_INTERVAL": os.environ.get("SM_PREFS_MAX_POLL_INTERVAL", "2"),
+        }
+        for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            env.pop(key, None)
+        subprocess.run([_bin("airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+        # Restart the emulated night now, so the scenario's clock starts with the DAG run.
+        from airflow_provider_sm_prefs.testing import OfflineSageMaker
+
+        OfflineSageMaker.attach(url).load_scenario(args.scenario)
+        print(f"running `airflow dags test {DAG_ID}` against it ...")
+        result = subprocess.run([_bin("airflow"), "dags", "test", DAG_ID], env=env, capture_output=True, text=True)
+        log = home / "dags-test.log"
+        log.write_text(result.stdout + result.stderr)
+        outcome = _read_outcome(env)
+        if result.returncode != 0 or outcome is None:
+            print(result.stdout[-4000:] + result.stderr[-4000:])
+            print(f"demo failed (exit {result.returncode}); full log: {log}")
+            return 1
+        print_table(outcome, time.monotonic() - started)
+        return 0
+    finally:
+        emulator.terminate()
+        try:
+            emulator.wait(10)
+        except subprocess.TimeoutExpired:
+            emulator.kill()
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
