@@ -24,9 +24,12 @@ from airflow_provider_sm_prefs.outcome import (
 )
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
 from airflow_provider_sm_prefs.status import Phase, cluster_of, phase_of
+from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, capacity_changed, job_ended, watcher_for
 
 #: Log a "still waiting" line at most this often (seconds of service time), plus on every change.
 PROGRESS_LOG_EVERY = 300.0
+#: With shared polling, Describe the job anyway this often: a safety net under the List loop.
+SAFETY_DESCRIBE_EVERY = 1800.0
 
 
 class WaitFor(str, Enum):
@@ -61,6 +64,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
         yielded. Used where SageMaker enforces none (processing, CPU-only lists).
     :param stop_on_deadline: stop the job when the client-side deadline passes.
     :param stop_job_on_kill: stop the job when the deferred task is marked failed/success or cleared.
+    :param shared_poll: learn about changes from one paginated List* loop shared by every trigger of
+        this process (same connection and region) instead of one Describe per job per poll; the job
+        is Described only when its summary changed (and every 30 minutes as a safety net). Falls back
+        to per-job polling if listing is not permitted. Not used for processing capacity waits: a
+        processing summary does not show a selected entry.
     :param aws_conn_id: Airflow AWS connection id.
     :param region_name: AWS region (kept across deferral, never re-derived).
     :param verify: TLS verification setting.
@@ -78,6 +86,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         deadline_seconds: float | None = None,
         stop_on_deadline: bool = True,
         stop_job_on_kill: bool = True,
+        shared_poll: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -93,6 +102,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self.deadline_seconds = float(deadline_seconds) if deadline_seconds else None
         self.stop_on_deadline = stop_on_deadline
         self.stop_job_on_kill = stop_job_on_kill
+        self.shared_poll = shared_poll
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
@@ -111,6 +121,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "deadline_seconds": self.deadline_seconds,
                 "stop_on_deadline": self.stop_on_deadline,
                 "stop_job_on_kill": self.stop_job_on_kill,
+                "shared_poll": self.shared_poll,
                 "aws_conn_id": self.aws_conn_id,
                 "region_name": self.region_name,
                 "verify": self.verify,
@@ -160,6 +171,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         transient_attempt = 0
         last_phase: Phase | None = None
         last_log_at: datetime | None = None
+        shared = self.shared_poll
         async with await hook.get_async_conn() as client:
             while True:
                 try:
@@ -203,8 +215,45 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 if phase != last_phase:
                     interval = self.poll_interval  # something changed: look again soon
                     last_phase = phase
+                if shared and self._listing_helps(kind):
+                    try:
+                        await self._wait_for_listed_change(hook, kind, describe, now, phase)
+                        continue
+                    except ListingUnavailable as err:
+                        shared = False
+                        self.log.warning("Shared List polling unavailable (%s); polling %s on its own", err, self.job_name)
                 await asyncio.sleep(self._sleep_for(interval, describe, now, phase))
                 interval = min(ceiling, interval * 1.5)
+
+    def _listing_helps(self, kind: JobKind) -> bool:
+        # A processing summary has no secondary status or selected type: only its end is visible.
+        return kind is JobKind.TRAINING or self.wait_for == WaitFor.COMPLETION.value
+
+    async def _wait_for_listed_change(
+        self, hook: SageMakerPreferenceHook, kind: JobKind, describe: dict[str, Any], now: datetime, phase: Phase
+    ) -> None:
+        """Wait until the shared List loop sees this job change (or the safety/deadline timer fires)."""
+        watcher = watcher_for(
+            kind, self._client_factory(hook), self.aws_conn_id, self.region_name, self.verify, self.botocore_config
+        )
+        created = describe.get("CreationTime") or now
+        if not isinstance(created, datetime):
+            created = now
+        is_change = capacity_changed if self.wait_for == WaitFor.CAPACITY.value else job_ended
+        timeout = self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), describe, now, phase)
+        await watcher.wait_for_change(self.job_name, created, is_change, self.poll_interval, timeout)
+
+    @staticmethod
+    def _client_factory(hook: SageMakerPreferenceHook) -> Any:
+        class _Client:
+            async def __aenter__(self) -> Any:
+                self._ctx = await hook.get_async_conn()
+                return await self._ctx.__aenter__()
+
+            async def __aexit__(self, *exc: Any) -> None:
+                await self._ctx.__aexit__(*exc)
+
+        return _Client
 
     def _sleep_for(self, interval: float, describe: dict[str, Any], now: datetime, phase: Phase) -> float:
         """Never sleep far past the client deadline."""

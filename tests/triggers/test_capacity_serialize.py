@@ -19,6 +19,7 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         "deadline_seconds": 1200.0,
         "stop_on_deadline": False,
         "stop_job_on_kill": False,
+        "shared_poll": False,
         "aws_conn_id": "aws_prod",
         "region_name": "eu-west-1",
         "verify": "/etc/ssl/ca.pem",

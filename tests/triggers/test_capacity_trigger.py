@@ -1,0 +1,159 @@
+"""The capacity trigger against the offline SageMaker: real aiobotocore HTTP, one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.triggers import watcher as watcher_module
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+
+G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
+PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
+
+
+def submit(sm: Any, name: str, tags: dict[str, str] | None = None) -> None:
+    config: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1", "TrainingInputMode": "File"},
+        "RoleArn": "arn:aws:iam::123456789012:role/r",
+        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+        "ResourceConfig": {"VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+    }
+    if tags:
+        config["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    request, _ = build_request("training", config, PREFS, 86400)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+
+
+def trigger(name: str, **kwargs: Any) -> SageMakerCapacityTrigger:
+    return SageMakerCapacityTrigger(job_name=name, preferences=PREFS, poll_interval=0.2, **kwargs)
+
+
+async def first_event(t: SageMakerCapacityTrigger) -> dict[str, Any]:
+    async for event in t.run():
+        return dict(event.payload)
+    raise AssertionError("no event")
+
+
+def staggered(n: int, step: float) -> dict[str, Any]:
+    """G6 never free; G5 frees one 4-instance slot every ``step`` emulated seconds (jobs served FIFO)."""
+    windows = [{"from": round(i * step, 3), "free": 4 * i} for i in range(n + 1)]
+    for i in range(n):
+        windows[i]["to"] = windows[i + 1]["from"]
+    return {
+        "time_scale": 600,
+        "job_runtime_seconds": 86400,
+        "phase_seconds": {"starting": 60, "downloading": 60, "uploading": 30, "stopping": 30},
+        "capacity": {G6: [{"from": 0, "free": 0}], G5: windows},
+    }
+
+
+def test_many_waits_share_one_list_loop_and_describe_each_job_about_twice(sm: Any) -> None:
+    n = 40
+    sm.load_scenario(staggered(n, step=120))
+    names = [f"fan-{i:02d}" for i in range(n)]
+    for name in names:
+        submit(sm, name)
+
+    async def main() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(first_event(trigger(name)) for name in names))
+
+    events = asyncio.run(main())
+    assert [e["status"] for e in events] == ["success"] * n
+    assert {e["outcome"]["selected_instance_type"] for e in events} == {G5}
+    ops = sm.stats()["operations"]
+    # One Describe before waiting and one after the change, per job; the rest is shared List pages.
+    assert ops["DescribeTrainingJob"] <= 3 * n, ops
+    assert ops.get("ListTrainingJobs", 0) > 0
+    waits = [e["outcome"]["pending_seconds"] for e in events]
+    assert max(waits) > min(waits)
+
+
+def test_per_job_polling_when_sharing_is_off(sm: Any) -> None:
+    sm.load_scenario("first-choice-scarce")
+    submit(sm, "solo")
+    event = asyncio.run(first_event(trigger("solo", shared_poll=False)))
+    assert event["status"] == "success" and event["outcome"]["preference_rank"] == 2
+    assert "ListTrainingJobs" not in sm.stats()["operations"]
+
+
+def test_throttling_and_server_errors_never_fail_the_wait(sm: Any) -> None:
+    n = 15
+    sm.load_scenario(staggered(n, step=60))
+    names = [f"storm-{i:02d}" for i in range(n)]
+    for name in names:
+        submit(sm, name)
+    sm.set_faults(throttle_rate=0.3, error_rate=0.05)
+
+    async def main() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(first_event(trigger(name)) for name in names))
+
+    try:
+        events = asyncio.run(main())
+    finally:
+        sm.set_faults(throttle_rate=0.0, error_rate=0.0)
+    assert [e["status"] for e in events] == ["success"] * n
+    stats = sm.stats()
+    assert sum(stats["throttled"].values()) > 0, stats
+
+
+def test_listing_not_permitted_falls_back_to_per_job_polling(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The emulator grants every action; an IAM policy without ListTrainingJobs is simulated here.
+    async def denied(self: Any, client: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTrainingJobs")
+
+    monkeypatch.setattr(watcher_module.JobListWatcher, "_list_all", denied)
+    sm.load_scenario(staggered(1, step=300))
+    submit(sm, "no-list")
+    event = asyncio.run(first_event(trigger("no-list")))
+    assert event["status"] == "success"
+    assert event["outcome"]["pending_seconds"] > 0
+
+
+def test_restarted_trigger_reports_the_same_pending_seconds(sm: Any) -> None:
+    sm.load_scenario(staggered(1, step=1200))
+    submit(sm, "restart-me")
+    original = trigger("restart-me")
+
+    async def interrupted() -> None:
+        task = asyncio.ensure_future(first_event(original))
+        await asyncio.sleep(0.5)  # the job is Pending now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupted())
+    assert sm.job("restart-me")["secondary_status"] == "Pending"
+    classpath, kwargs = original.serialize()
+    rebuilt = SageMakerCapacityTrigger(**kwargs)
+    event = asyncio.run(first_event(rebuilt))
+    timeline = sm.job("restart-me")["timeline"]
+    index = next(i for i, t in enumerate(timeline) if t["secondary_status"] == "Pending")
+    expected = timeline[index + 1]["emulated_time"] - timeline[index]["emulated_time"]
+    assert event["outcome"]["pending_seconds"] == pytest.approx(expected, abs=1)
+
+
+def test_on_kill_stops_the_job(sm: Any) -> None:
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "killed")
+    asyncio.run(trigger("killed").on_kill())
+    assert sm.job("killed")["status"] in ("Stopping", "Stopped")
+
+
+def test_wait_for_completion_reports_the_final_status(sm: Any) -> None:
+    submit(sm, "to-the-end")
+    event = asyncio.run(first_event(trigger("to-the-end", wait_for="completion")))
+    assert event["status"] == "success"
+    assert event["outcome"]["job_status"] == "Completed"
+    assert event["phase"] == "completed"
+
+
+def test_unknown_job_is_an_error_event(sm: Any) -> None:
+    event = asyncio.run(first_event(trigger("never-created")))
+    assert event["status"] == "error" and "no training job named" in event["reason"]
