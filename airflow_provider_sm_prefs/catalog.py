@@ -11,7 +11,7 @@ memory (two ml.g6e.48xlarge and four ml.g5.48xlarge are only "equivalent" if the
 
     >>> totals("ml.g6e.48xlarge", 2).describe()
     '2 × ml.g6e.48xlarge = 16 × L40S, 768 GiB accelerator memory'
-"""  # noqa: RUF002 - the multiplication sign is what describe() prints
+"""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class AcceleratorTotals:
 
         ``2 × ml.g6e.48xlarge = 16 × L40S, 768 GiB accelerator memory`` for accelerated types,
         ``3 × ml.m5.xlarge = 12 vCPUs, 48 GiB memory, no accelerators`` for CPU types.
-        """  # noqa: RUF002 - the multiplication sign is what this method prints
+        """
         head = f"{self.instance_count} {_TIMES} {self.instance_type}"
         if self.accelerators_total:
             return (

@@ -37,7 +37,9 @@ class SageMakerJobError(SageMakerPreferencesError):
         self.job_name = job_name
         self.status = status
         self.reason = reason
-        super().__init__(f"{self.summary}: job {job_name!r} status={status or 'unknown'}: {reason or 'no reason given'}")
+        super().__init__(
+            f"{self.summary}: job {job_name!r} status={status or 'unknown'}: {reason or 'no reason given'}"
+        )
 
 
 class QuotaExceededError(SageMakerJobError):

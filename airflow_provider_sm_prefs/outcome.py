@@ -171,7 +171,9 @@ def outcome_from_describe(
     """
     job_name = describe.get("TrainingJobName") or describe.get("ProcessingJobName") or "?"
     if preferences is None:
-        preferences = InstancePreferenceList.from_response(cluster_of(kind, describe).get("InstancePreferences"), kind)
+        preferences = InstancePreferenceList.from_response(
+            cluster_of(kind, describe).get("InstancePreferences"), kind
+        )
     instance_type, count = selected(kind, describe)
     cluster = cluster_of(kind, describe)
     if instance_type is None:
@@ -228,9 +230,13 @@ def terminal_error(
     if status is JobStatus.COMPLETED:
         return None
     instance_type, _ = selected(kind, describe)
-    never_selected = instance_type is None and cluster_of(kind, describe).get("InstancePreferences") is not None
+    never_selected = (
+        instance_type is None and cluster_of(kind, describe).get("InstancePreferences") is not None
+    )
     if stopped_by_deadline:
-        return CapacityTimeoutError(job_name, status.value, reason or "the client-side max_pending deadline passed; job stopped")
+        return CapacityTimeoutError(
+            job_name, status.value, reason or "the client-side max_pending deadline passed; job stopped"
+        )
     if status is JobStatus.FAILED:
         text = reason or ""
         if never_selected and text.startswith("CapacityError"):
@@ -243,9 +249,13 @@ def terminal_error(
         waited = pending_seconds(kind, describe, now)
         if never_selected and limit and waited >= float(limit) - 60:
             return CapacityTimeoutError(
-                job_name, status.value, reason or f"MaxPendingTimeInSeconds={limit} passed after {waited:.0f}s pending"
+                job_name,
+                status.value,
+                reason or f"MaxPendingTimeInSeconds={limit} passed after {waited:.0f}s pending",
             )
-        return JobStoppedError(job_name, status.value, reason or "stopped by a StopJob call from outside this task")
+        return JobStoppedError(
+            job_name, status.value, reason or "stopped by a StopJob call from outside this task"
+        )
     return None
 
 

@@ -179,7 +179,9 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
     if raw_count is not None:
         count = _to_int(raw_count)
         if count is None:
-            problems.append(f"{where}.instance_count: {raw_count!r} is not a whole number; give an integer such as 2")
+            problems.append(
+                f"{where}.instance_count: {raw_count!r} is not a whole number; give an integer such as 2"
+            )
 
     plan: str | None = None
     if "training_plan_arns" in value or "TrainingPlanArns" in value:
@@ -272,7 +274,9 @@ class InstancePreferenceList(Sequence[InstancePreference]):
             return [], problems
         entries: list[InstancePreference] = []
         if not items:
-            problems.append(f"{FIELD}: the list is empty; give 1 to {MAX_ENTRIES} instance types, most preferred first")
+            problems.append(
+                f"{FIELD}: the list is empty; give 1 to {MAX_ENTRIES} instance types, most preferred first"
+            )
         if len(items) > MAX_ENTRIES:
             problems.append(
                 f"{FIELD}: {len(items)} entries given; SageMaker accepts at most {MAX_ENTRIES} — "
@@ -300,7 +304,9 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 low, high = (1, PROCESSING_MAX_COUNT) if kind is JobKind.PROCESSING else (1, None)
                 if entry.instance_count < low or (high is not None and entry.instance_count > high):
                     bound = f"{low}..{high}" if high else f"at least {low}"
-                    problems.append(f"{where}.instance_count: {entry.instance_count} is out of range; use {bound}")
+                    problems.append(
+                        f"{where}.instance_count: {entry.instance_count} is out of range; use {bound}"
+                    )
             if entry.training_plan_arn is not None:
                 if kind is JobKind.PROCESSING:
                     problems.append(
@@ -454,7 +460,9 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                     "use the operator's max_pending to bound the wait client-side"
                 )
             if request.get("TrainingPlanArn") or cluster.get("TrainingPlanArn"):
-                problems.append("TrainingPlanArn: processing jobs use On-Demand capacity only; remove the plan")
+                problems.append(
+                    "TrainingPlanArn: processing jobs use On-Demand capacity only; remove the plan"
+                )
         return problems
 
     def render(self, request: Mapping[str, Any], max_pending_seconds: int | None = None) -> dict[str, Any]:
@@ -473,7 +481,9 @@ class InstancePreferenceList(Sequence[InstancePreference]):
             if node is None:
                 node = {}
             elif not isinstance(node, Mapping):
-                raise InvalidInstancePreferencesError([f"{self.kind.cluster_field}: expected a dict, got {node!r}"])
+                raise InvalidInstancePreferencesError(
+                    [f"{self.kind.cluster_field}: expected a dict, got {node!r}"]
+                )
             cluster[key] = dict(node)
             cluster = cluster[key]
         cluster["InstancePreferences"] = self.as_api()
@@ -573,7 +583,9 @@ def build_request(
     """
     job_kind = JobKind(kind)
     if not isinstance(config, Mapping):
-        raise InvalidInstancePreferencesError([f"config: expected the Create request as a dict, got {type(config).__name__}"])
+        raise InvalidInstancePreferencesError(
+            [f"config: expected the Create request as a dict, got {type(config).__name__}"]
+        )
     in_config = _get_path(config, job_kind.cluster_path + ("InstancePreferences",))
     if instance_preferences is not None and in_config is not None:
         raise InvalidInstancePreferencesError(
@@ -585,7 +597,9 @@ def build_request(
     raw = instance_preferences if instance_preferences is not None else in_config
     if raw is None:
         raise InvalidInstancePreferencesError(
-            [f"{FIELD}: missing; pass instance_preferences=[...] or set {job_kind.cluster_field}.InstancePreferences"]
+            [
+                f"{FIELD}: missing; pass instance_preferences=[...] or set {job_kind.cluster_field}.InstancePreferences"
+            ]
         )
     parsed, problems = InstancePreferenceList._parse(raw, job_kind)
     if problems:

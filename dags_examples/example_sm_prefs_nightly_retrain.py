@@ -64,7 +64,10 @@ with DAG(
         task_id="train",
         config={
             "TrainingJobName": "nightly-retrain-{{ ts_nodash }}",
-            "AlgorithmSpecification": {"TrainingImage": "{{ params.training_image }}", "TrainingInputMode": "File"},
+            "AlgorithmSpecification": {
+                "TrainingImage": "{{ params.training_image }}",
+                "TrainingInputMode": "File",
+            },
             "RoleArn": "{{ params.role_arn }}",
             "InputDataConfig": [
                 {

@@ -34,7 +34,10 @@ with DAG(
         task_id="prepare_features",
         config={
             "ProcessingJobName": "prepare-features-{{ ts_nodash }}",
-            "AppSpecification": {"ImageUri": "{{ params.image_uri }}", "ContainerEntrypoint": ["python3", "prep.py"]},
+            "AppSpecification": {
+                "ImageUri": "{{ params.image_uri }}",
+                "ContainerEntrypoint": ["python3", "prep.py"],
+            },
             "RoleArn": "{{ params.role_arn }}",
             "ProcessingResources": {"ClusterConfig": {"InstanceCount": 2, "VolumeSizeInGB": 30}},
             "StoppingCondition": {"MaxRuntimeInSeconds": 3600},

@@ -13,7 +13,9 @@ import tempfile
 _HOME = tempfile.mkdtemp(prefix="sm-prefs-airflow-home-")
 os.environ.setdefault("AIRFLOW_HOME", _HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(os.path.dirname(__file__), "..", "dags_examples"))
+os.environ.setdefault(
+    "AIRFLOW__CORE__DAGS_FOLDER", os.path.join(os.path.dirname(__file__), "..", "dags_examples")
+)
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 # dag.test() runs DAGs from configured bundles: the examples and the suite's own DAGs.
@@ -52,7 +54,9 @@ import pytest  # noqa: E402
 def airflow_db() -> None:
     """A migrated metadata database in the session's AIRFLOW_HOME (dag.test() needs one)."""
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
-    result = subprocess.run([airflow, "db", "migrate"], capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [airflow, "db", "migrate"], capture_output=True, text=True, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -40,7 +40,12 @@ def test_example_dags_parse_with_no_network_and_no_database(tmp_path: Path) -> N
     }
     env.pop("AIRFLOW_CONN_AWS_DEFAULT", None)
     result = subprocess.run(
-        [sys.executable, "-c", _PARSE_OFFLINE, str(DAGS)], capture_output=True, text=True, env=env, timeout=180, check=False
+        [sys.executable, "-c", _PARSE_OFFLINE, str(DAGS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"DAGS {sorted(EXPECTED)}" in result.stdout

@@ -34,7 +34,12 @@ PREFS = [
 ]
 
 
-def training(status: str = "InProgress", secondary: str = "Pending", selected: tuple[str, int] | None = None, **extra: Any) -> dict[str, Any]:
+def training(
+    status: str = "InProgress",
+    secondary: str = "Pending",
+    selected: tuple[str, int] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     resource: dict[str, Any] = {"InstancePreferences": PREFS, "VolumeSizeInGB": 50}
     if selected:
         resource["SelectedInstanceType"], resource["SelectedInstanceCount"] = selected
@@ -48,7 +53,11 @@ def training(status: str = "InProgress", secondary: str = "Pending", selected: t
         "StoppingCondition": {"MaxPendingTimeInSeconds": 3600},
         "SecondaryStatusTransitions": [
             {"Status": "Starting", "StartTime": T0, "EndTime": T0 + timedelta(seconds=60)},
-            {"Status": "Pending", "StartTime": T0 + timedelta(seconds=60), "EndTime": T0 + timedelta(seconds=1260)},
+            {
+                "Status": "Pending",
+                "StartTime": T0 + timedelta(seconds=60),
+                "EndTime": T0 + timedelta(seconds=1260),
+            },
             {"Status": "Downloading", "StartTime": T0 + timedelta(seconds=1260)},
         ],
         **extra,
@@ -56,7 +65,9 @@ def training(status: str = "InProgress", secondary: str = "Pending", selected: t
 
 
 def test_outcome_of_a_fallback_to_the_third_entry() -> None:
-    outcome = outcome_from_describe(JobKind.TRAINING, training(secondary="Downloading", selected=("ml.g5.48xlarge", 4)))
+    outcome = outcome_from_describe(
+        JobKind.TRAINING, training(secondary="Downloading", selected=("ml.g5.48xlarge", 4))
+    )
     assert outcome.selected_instance_type == "ml.g5.48xlarge"
     assert outcome.selected_instance_count == 4
     assert outcome.preference_rank == 3
@@ -70,12 +81,16 @@ def test_outcome_of_a_fallback_to_the_third_entry() -> None:
 
 
 def test_outcome_of_a_plan_backed_first_entry() -> None:
-    outcome = outcome_from_describe(JobKind.TRAINING, training(secondary="Training", selected=("ml.p5.48xlarge", 2)))
+    outcome = outcome_from_describe(
+        JobKind.TRAINING, training(secondary="Training", selected=("ml.p5.48xlarge", 2))
+    )
     assert (outcome.preference_rank, outcome.fell_back, outcome.capacity) == (1, False, "training-plan")
 
 
 def test_outcome_is_json_safe_and_round_trips() -> None:
-    outcome = outcome_from_describe(JobKind.TRAINING, training(secondary="Training", selected=("ml.g6e.48xlarge", 2)))
+    outcome = outcome_from_describe(
+        JobKind.TRAINING, training(secondary="Training", selected=("ml.g6e.48xlarge", 2))
+    )
     data = json.loads(json.dumps(outcome.as_dict()))
     assert CapacityOutcome.from_dict(data) == outcome
     assert set(outcome.xcom_values()) == {k.value for k in XComKey}
@@ -111,19 +126,28 @@ def test_training_phase(describe: dict[str, Any], phase: Phase) -> None:
 
 
 def test_processing_waits_until_selected() -> None:
-    waiting = {"ProcessingJobStatus": "InProgress", "ProcessingResources": {"ClusterConfig": {"InstancePreferences": PREFS}}}
+    waiting = {
+        "ProcessingJobStatus": "InProgress",
+        "ProcessingResources": {"ClusterConfig": {"InstancePreferences": PREFS}},
+    }
     assert phase_of(JobKind.PROCESSING, waiting) is Phase.WAITING
     waiting["ProcessingResources"]["ClusterConfig"]["SelectedInstanceType"] = "ml.g5.48xlarge"
     assert phase_of(JobKind.PROCESSING, waiting) is Phase.RUNNING
 
 
 def test_cpu_only_capacity_error_is_its_own_failure() -> None:
-    describe = training(status="Failed", secondary="Failed", FailureReason="CapacityError: Unable to provision requested ML compute capacity.")
+    describe = training(
+        status="Failed",
+        secondary="Failed",
+        FailureReason="CapacityError: Unable to provision requested ML compute capacity.",
+    )
     assert isinstance(terminal_error(JobKind.TRAINING, describe), CapacityUnavailableError)
 
 
 def test_pending_expiry_as_failed_is_a_capacity_timeout() -> None:
-    describe = training(status="Failed", secondary="Failed", FailureReason="InsufficientCapacityError: no capacity")
+    describe = training(
+        status="Failed", secondary="Failed", FailureReason="InsufficientCapacityError: no capacity"
+    )
     assert isinstance(terminal_error(JobKind.TRAINING, describe), CapacityTimeoutError)
 
 
@@ -148,16 +172,29 @@ def test_stop_by_someone_else_while_pending_is_a_stop_not_a_timeout() -> None:
 
 
 def test_failure_after_start_is_a_job_failure_with_aws_reason() -> None:
-    describe = training(status="Failed", secondary="Failed", selected=("ml.g5.48xlarge", 4), FailureReason="AlgorithmError: boom")
+    describe = training(
+        status="Failed",
+        secondary="Failed",
+        selected=("ml.g5.48xlarge", 4),
+        FailureReason="AlgorithmError: boom",
+    )
     error = terminal_error(JobKind.TRAINING, describe)
     assert isinstance(error, JobFailedError)
     assert "AlgorithmError: boom" in str(error) and "nightly" in str(error)
 
 
 def test_completed_is_no_error() -> None:
-    assert terminal_error(JobKind.TRAINING, training(status="Completed", secondary="Completed", selected=("ml.g5.48xlarge", 4))) is None
+    assert (
+        terminal_error(
+            JobKind.TRAINING,
+            training(status="Completed", secondary="Completed", selected=("ml.g5.48xlarge", 4)),
+        )
+        is None
+    )
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(5, "5s"), (60, "1m"), (754, "12m34s"), (3 * 3600 + 120, "3h02m")])
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(5, "5s"), (60, "1m"), (754, "12m34s"), (3 * 3600 + 120, "3h02m")]
+)
 def test_format_duration(seconds: int, text: str) -> None:
     assert format_duration(seconds) == text

@@ -30,7 +30,10 @@ _MODEL = botocore.session.get_session().get_service_model("sagemaker")
 def training_config(**resource: Any) -> dict[str, Any]:
     return {
         "TrainingJobName": "nightly",
-        "AlgorithmSpecification": {"TrainingImage": "123.dkr.ecr.us-east-1.amazonaws.com/t:1", "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {
+            "TrainingImage": "123.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
         "RoleArn": "arn:aws:iam::123456789012:role/sm",
         "OutputDataConfig": {"S3OutputPath": "s3://bucket/out"},
         "ResourceConfig": {"VolumeSizeInGB": 50, **resource},
@@ -60,12 +63,20 @@ def problems_of(excinfo: pytest.ExceptionInfo[InvalidInstancePreferencesError]) 
 
 
 def test_accepts_objects_snake_case_api_cased_and_string_counts_alike() -> None:
-    objects = InstancePreferenceList([InstancePreference("ml.g6e.48xlarge", 2), InstancePreference("ml.g5.48xlarge", 4)])
+    objects = InstancePreferenceList(
+        [InstancePreference("ml.g6e.48xlarge", 2), InstancePreference("ml.g5.48xlarge", 4)]
+    )
     snake = InstancePreferenceList(
-        [{"instance_type": "ml.g6e.48xlarge", "instance_count": 2}, {"instance_type": "ml.g5.48xlarge", "instance_count": "4"}]
+        [
+            {"instance_type": "ml.g6e.48xlarge", "instance_count": 2},
+            {"instance_type": "ml.g5.48xlarge", "instance_count": "4"},
+        ]
     )
     api = InstancePreferenceList(
-        [{"InstanceType": "ml.g6e.48xlarge", "InstanceCount": "2"}, {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 4}]
+        [
+            {"InstanceType": "ml.g6e.48xlarge", "InstanceCount": "2"},
+            {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 4},
+        ]
     )
     assert objects == snake == api
     assert api[1].instance_count == 4 and isinstance(api[1].instance_count, int)
@@ -75,27 +86,40 @@ def test_accepts_a_template_rendered_list_string() -> None:
     rendered = "[{'instance_type': 'ml.g5.12xlarge', 'instance_count': '2'}, {'instance_type': 'ml.g6.12xlarge', 'instance_count': 2}]"
     prefs = InstancePreferenceList(rendered)
     assert prefs.instance_types == ["ml.g5.12xlarge", "ml.g6.12xlarge"]
-    assert InstancePreferenceList('["ml.g5.xlarge", "ml.g6.xlarge"]').instance_types == ["ml.g5.xlarge", "ml.g6.xlarge"]
+    assert InstancePreferenceList('["ml.g5.xlarge", "ml.g6.xlarge"]').instance_types == [
+        "ml.g5.xlarge",
+        "ml.g6.xlarge",
+    ]
 
 
 def test_as_list_round_trips_and_is_json_safe() -> None:
     import json
 
-    prefs = InstancePreferenceList([InstancePreference("ml.p5.48xlarge", 2, PLAN), InstancePreference("ml.p4d.24xlarge", 4)])
+    prefs = InstancePreferenceList(
+        [InstancePreference("ml.p5.48xlarge", 2, PLAN), InstancePreference("ml.p4d.24xlarge", 4)]
+    )
     assert InstancePreferenceList(json.loads(json.dumps(prefs.as_list()))) == prefs
 
 
 @pytest.mark.parametrize("count", ["two", "2.5", 2.5, True, [2]])
 def test_non_integer_counts_are_rejected_naming_the_entry(count: Any) -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
-        InstancePreferenceList([{"instance_type": "ml.g5.xlarge", "instance_count": 1}, {"instance_type": "ml.g6.xlarge", "instance_count": count}])
+        InstancePreferenceList(
+            [
+                {"instance_type": "ml.g5.xlarge", "instance_count": 1},
+                {"instance_type": "ml.g6.xlarge", "instance_count": count},
+            ]
+        )
     assert "instance_preferences[1].instance_count" in problems_of(err)
 
 
 def test_unknown_keys_get_a_did_you_mean() -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
         InstancePreferenceList([{"instance_type": "ml.g5.xlarge", "instance_cout": 2}])
-    assert "instance_preferences[0]: unknown key 'instance_cout'; did you mean 'instance_count'?" in problems_of(err)
+    assert (
+        "instance_preferences[0]: unknown key 'instance_cout'; did you mean 'instance_count'?"
+        in problems_of(err)
+    )
 
 
 # -- R1: 1..5 entries --------------------------------------------------------------------------------
@@ -108,7 +132,14 @@ def test_r1_one_to_five_entries_accepted(n: int) -> None:
 
 
 def test_r1_six_entries_rejected_naming_what_to_drop() -> None:
-    types = ["ml.g6e.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.g6.48xlarge", "ml.g4dn.12xlarge"]
+    types = [
+        "ml.g6e.48xlarge",
+        "ml.g5.48xlarge",
+        "ml.p4d.24xlarge",
+        "ml.p5.48xlarge",
+        "ml.g6.48xlarge",
+        "ml.g4dn.12xlarge",
+    ]
     with pytest.raises(InvalidInstancePreferencesError) as err:
         InstancePreferenceList(types)
     assert "6 entries given; SageMaker accepts at most 5" in problems_of(err)
@@ -133,21 +164,32 @@ def test_r2_duplicate_type_rejected_naming_both_entries() -> None:
 
 
 def test_r2_distinct_types_accepted() -> None:
-    assert InstancePreferenceList(["ml.g5.48xlarge", "ml.g5.24xlarge"]).instance_types == ["ml.g5.48xlarge", "ml.g5.24xlarge"]
+    assert InstancePreferenceList(["ml.g5.48xlarge", "ml.g5.24xlarge"]).instance_types == [
+        "ml.g5.48xlarge",
+        "ml.g5.24xlarge",
+    ]
 
 
 # -- R3: counts uniform or per entry -----------------------------------------------------------------
 
 
 def test_r3_uniform_count_at_job_level_accepted() -> None:
-    request, _ = build_request("training", training_config(InstanceCount=2), ["ml.g6e.48xlarge", "ml.g5.48xlarge"], 3600)
+    request, _ = build_request(
+        "training", training_config(InstanceCount=2), ["ml.g6e.48xlarge", "ml.g5.48xlarge"], 3600
+    )
     assert request["ResourceConfig"]["InstanceCount"] == 2
     assert all("InstanceCount" not in e for e in request["ResourceConfig"]["InstancePreferences"])
 
 
 def test_r3_per_entry_counts_accepted() -> None:
     request, prefs = build_request(
-        "training", training_config(), [{"instance_type": "ml.g6e.48xlarge", "instance_count": 2}, {"instance_type": "ml.g5.48xlarge", "instance_count": 4}], 3600
+        "training",
+        training_config(),
+        [
+            {"instance_type": "ml.g6e.48xlarge", "instance_count": 2},
+            {"instance_type": "ml.g5.48xlarge", "instance_count": 4},
+        ],
+        3600,
     )
     assert prefs.per_entry_counts
     assert "InstanceCount" not in request["ResourceConfig"]
@@ -155,8 +197,14 @@ def test_r3_per_entry_counts_accepted() -> None:
 
 def test_r3_counts_in_both_places_rejected() -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
-        build_request("training", training_config(InstanceCount=2), [{"instance_type": "ml.g6e.48xlarge", "instance_count": 2}])
-    assert "ResourceConfig.InstanceCount: counts are given both per entry and at job level" in problems_of(err)
+        build_request(
+            "training",
+            training_config(InstanceCount=2),
+            [{"instance_type": "ml.g6e.48xlarge", "instance_count": 2}],
+        )
+    assert "ResourceConfig.InstanceCount: counts are given both per entry and at job level" in problems_of(
+        err
+    )
 
 
 def test_r3_counts_nowhere_rejected() -> None:
@@ -172,7 +220,9 @@ def test_r3_counts_on_only_some_entries_rejected_naming_the_missing() -> None:
 
 @pytest.mark.parametrize("count", [0, -1])
 def test_counts_below_one_rejected(count: int) -> None:
-    with pytest.raises(InvalidInstancePreferencesError, match=r"instance_preferences\[0\].instance_count: .* out of range"):
+    with pytest.raises(
+        InvalidInstancePreferencesError, match=r"instance_preferences\[0\].instance_count: .* out of range"
+    ):
         InstancePreferenceList([{"instance_type": "ml.g5.xlarge", "instance_count": count}])
 
 
@@ -187,13 +237,22 @@ def test_processing_count_above_100_rejected_and_100_accepted() -> None:
 
 def test_r4_job_level_instance_type_rejected() -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
-        build_request("training", training_config(InstanceType="ml.g5.48xlarge", InstanceCount=1), ["ml.g6e.48xlarge"])
-    assert "ResourceConfig.InstanceType: ml.g5.48xlarge is set together with instance_preferences" in problems_of(err)
+        build_request(
+            "training", training_config(InstanceType="ml.g5.48xlarge", InstanceCount=1), ["ml.g6e.48xlarge"]
+        )
+    assert (
+        "ResourceConfig.InstanceType: ml.g5.48xlarge is set together with instance_preferences"
+        in problems_of(err)
+    )
 
 
 def test_r4_processing_job_level_instance_type_rejected() -> None:
-    with pytest.raises(InvalidInstancePreferencesError, match="ProcessingResources.ClusterConfig.InstanceType"):
-        build_request("processing", processing_config(InstanceType="ml.m5.xlarge", InstanceCount=1), ["ml.c5.xlarge"])
+    with pytest.raises(
+        InvalidInstancePreferencesError, match="ProcessingResources.ClusterConfig.InstanceType"
+    ):
+        build_request(
+            "processing", processing_config(InstanceType="ml.m5.xlarge", InstanceCount=1), ["ml.c5.xlarge"]
+        )
 
 
 # -- R5: not with InstanceGroups, InstancePlacementConfig or Spot ------------------------------------
@@ -202,8 +261,20 @@ def test_r4_processing_job_level_instance_type_rejected() -> None:
 @pytest.mark.parametrize(
     ("extra", "top", "field"),
     [
-        ({"InstanceGroups": [{"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "InstanceGroupName": "a"}]}, {}, "ResourceConfig.InstanceGroups"),
-        ({"InstancePlacementConfig": {"EnableMultipleJobs": True}}, {}, "ResourceConfig.InstancePlacementConfig"),
+        (
+            {
+                "InstanceGroups": [
+                    {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "InstanceGroupName": "a"}
+                ]
+            },
+            {},
+            "ResourceConfig.InstanceGroups",
+        ),
+        (
+            {"InstancePlacementConfig": {"EnableMultipleJobs": True}},
+            {},
+            "ResourceConfig.InstancePlacementConfig",
+        ),
         ({}, {"EnableManagedSpotTraining": True}, "EnableManagedSpotTraining"),
     ],
 )
@@ -215,7 +286,9 @@ def test_r5_exclusive_features_rejected(extra: dict[str, Any], top: dict[str, An
 
 
 def test_r5_spot_explicitly_off_is_fine() -> None:
-    build_request("training", {**training_config(InstanceCount=1), "EnableManagedSpotTraining": False}, ["ml.g5.xlarge"])
+    build_request(
+        "training", {**training_config(InstanceCount=1), "EnableManagedSpotTraining": False}, ["ml.g5.xlarge"]
+    )
 
 
 # -- R6/R7: training plans ---------------------------------------------------------------------------
@@ -225,7 +298,10 @@ def test_r6_one_plan_per_entry_accepted_and_rendered_as_a_one_item_list() -> Non
     request, prefs = build_request(
         "training",
         training_config(),
-        [{"instance_type": "ml.p5.48xlarge", "instance_count": 2, "training_plan_arn": PLAN}, {"instance_type": "ml.p4d.24xlarge", "instance_count": 4}],
+        [
+            {"instance_type": "ml.p5.48xlarge", "instance_count": 2, "training_plan_arn": PLAN},
+            {"instance_type": "ml.p4d.24xlarge", "instance_count": 4},
+        ],
         7200,
     )
     assert request["ResourceConfig"]["InstancePreferences"][0]["TrainingPlanArns"] == [PLAN]
@@ -234,22 +310,39 @@ def test_r6_one_plan_per_entry_accepted_and_rendered_as_a_one_item_list() -> Non
 
 
 def test_r6_two_plans_on_one_entry_rejected() -> None:
-    with pytest.raises(InvalidInstancePreferencesError, match=r"instance_preferences\[0\].training_plan_arn: an entry takes exactly one"):
-        InstancePreferenceList([{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "TrainingPlanArns": [PLAN, PLAN + "2"]}])
+    with pytest.raises(
+        InvalidInstancePreferencesError,
+        match=r"instance_preferences\[0\].training_plan_arn: an entry takes exactly one",
+    ):
+        InstancePreferenceList(
+            [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "TrainingPlanArns": [PLAN, PLAN + "2"]}]
+        )
 
 
 def test_r6_malformed_plan_arn_rejected() -> None:
     with pytest.raises(InvalidInstancePreferencesError, match="is not a training plan ARN"):
-        InstancePreferenceList([InstancePreference("ml.p5.48xlarge", 2, "arn:aws:sagemaker:us-east-1:1:notebook/x")])
+        InstancePreferenceList(
+            [InstancePreference("ml.p5.48xlarge", 2, "arn:aws:sagemaker:us-east-1:1:notebook/x")]
+        )
 
 
 def test_r7_job_level_plan_with_entry_plans_rejected() -> None:
-    with pytest.raises(InvalidInstancePreferencesError, match="ResourceConfig.TrainingPlanArn: a job-level training plan cannot"):
-        build_request("training", training_config(TrainingPlanArn=PLAN), [InstancePreference("ml.p5.48xlarge", 2, PLAN)])
+    with pytest.raises(
+        InvalidInstancePreferencesError,
+        match="ResourceConfig.TrainingPlanArn: a job-level training plan cannot",
+    ):
+        build_request(
+            "training", training_config(TrainingPlanArn=PLAN), [InstancePreference("ml.p5.48xlarge", 2, PLAN)]
+        )
 
 
 def test_r7_job_level_plan_alone_accepted() -> None:
-    request, _ = build_request("training", training_config(TrainingPlanArn=PLAN, InstanceCount=2), ["ml.p5.48xlarge", "ml.p4d.24xlarge"], 3600)
+    request, _ = build_request(
+        "training",
+        training_config(TrainingPlanArn=PLAN, InstanceCount=2),
+        ["ml.p5.48xlarge", "ml.p4d.24xlarge"],
+        3600,
+    )
     botocore_accepts("CreateTrainingJob", request)
 
 
@@ -266,12 +359,19 @@ def test_r8_processing_entry_with_a_plan_rejected() -> None:
 
 def test_r12_volume_settings_on_an_entry_rejected_with_the_fix() -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
-        InstancePreferenceList([{"instance_type": "ml.g5.xlarge", "instance_count": 1, "VolumeSizeInGB": 100}])
-    assert "instance_preferences[0].VolumeSizeInGB: VolumeSizeInGB applies to whichever entry is selected" in problems_of(err)
+        InstancePreferenceList(
+            [{"instance_type": "ml.g5.xlarge", "instance_count": 1, "VolumeSizeInGB": 100}]
+        )
+    assert (
+        "instance_preferences[0].VolumeSizeInGB: VolumeSizeInGB applies to whichever entry is selected"
+        in problems_of(err)
+    )
 
 
 def test_r12_volume_settings_on_the_job_are_kept() -> None:
-    request, _ = build_request("training", training_config(InstanceCount=1, KeepAlivePeriodInSeconds=600), ["ml.g5.xlarge"])
+    request, _ = build_request(
+        "training", training_config(InstanceCount=1, KeepAlivePeriodInSeconds=600), ["ml.g5.xlarge"]
+    )
     assert request["ResourceConfig"]["VolumeSizeInGB"] == 50
     assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
 
@@ -281,7 +381,9 @@ def test_r12_volume_settings_on_the_job_are_kept() -> None:
 
 @pytest.mark.parametrize("seconds", [1800, 86400, 2_419_200])
 def test_r13_pending_time_in_range_rendered_for_an_accelerated_training_list(seconds: int) -> None:
-    request, _ = build_request("training", training_config(InstanceCount=1), ["ml.g6e.48xlarge", "ml.g5.48xlarge"], seconds)
+    request, _ = build_request(
+        "training", training_config(InstanceCount=1), ["ml.g6e.48xlarge", "ml.g5.48xlarge"], seconds
+    )
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxPendingTimeInSeconds": seconds}
 
 
@@ -294,19 +396,26 @@ def test_r13_pending_time_out_of_range_rejected_with_the_minimum_named(seconds: 
 def test_r13_pending_time_in_config_out_of_range_rejected() -> None:
     config = training_config(InstanceCount=1)
     config["StoppingCondition"]["MaxPendingTimeInSeconds"] = 100
-    with pytest.raises(InvalidInstancePreferencesError, match="StoppingCondition.MaxPendingTimeInSeconds: 100 is outside 1800..2419200"):
+    with pytest.raises(
+        InvalidInstancePreferencesError,
+        match="StoppingCondition.MaxPendingTimeInSeconds: 100 is outside 1800..2419200",
+    ):
         build_request("training", config, ["ml.g6e.48xlarge"])
 
 
 def test_r13_conflicting_pending_time_in_two_places_rejected() -> None:
     config = training_config(InstanceCount=1)
     config["StoppingCondition"]["MaxPendingTimeInSeconds"] = 3600
-    with pytest.raises(InvalidInstancePreferencesError, match="conflicts with StoppingCondition.MaxPendingTimeInSeconds"):
+    with pytest.raises(
+        InvalidInstancePreferencesError, match="conflicts with StoppingCondition.MaxPendingTimeInSeconds"
+    ):
         build_request("training", config, ["ml.g6e.48xlarge"], 7200)
 
 
 def test_r13_not_rendered_for_cpu_only_lists_which_sagemaker_evaluates_once() -> None:
-    request, prefs = build_request("training", training_config(InstanceCount=1), ["ml.m5.xlarge", "ml.c5.xlarge"], 3600)
+    request, prefs = build_request(
+        "training", training_config(InstanceCount=1), ["ml.m5.xlarge", "ml.c5.xlarge"], 3600
+    )
     assert not prefs.waits_for_capacity
     assert "MaxPendingTimeInSeconds" not in request["StoppingCondition"]
 
@@ -323,7 +432,10 @@ def test_r13_processing_has_no_pending_field() -> None:
 # -- R14: valid types per kind, from botocore's model ------------------------------------------------
 
 
-@pytest.mark.parametrize("instance_type", ["ml.trn1.32xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.c5n.18xlarge", "ml.p3dn.24xlarge"])
+@pytest.mark.parametrize(
+    "instance_type",
+    ["ml.trn1.32xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.c5n.18xlarge", "ml.p3dn.24xlarge"],
+)
 def test_r14_training_only_types_rejected_for_processing(instance_type: str) -> None:
     assert InstancePreferenceList([instance_type], "training")
     with pytest.raises(InvalidInstancePreferencesError, match=f"{instance_type} is a training-only type"):
@@ -345,7 +457,10 @@ def test_r14_types_come_from_botocore_service_model() -> None:
 
 def test_list_in_config_is_used_when_no_argument_is_given() -> None:
     config = processing_config(InstanceCount=1)
-    config["ProcessingResources"]["ClusterConfig"]["InstancePreferences"] = [{"InstanceType": "ml.m5.xlarge"}, {"InstanceType": "ml.c5.xlarge"}]
+    config["ProcessingResources"]["ClusterConfig"]["InstancePreferences"] = [
+        {"InstanceType": "ml.m5.xlarge"},
+        {"InstanceType": "ml.c5.xlarge"},
+    ]
     request, prefs = build_request("processing", config)
     assert prefs.instance_types == ["ml.m5.xlarge", "ml.c5.xlarge"]
     botocore_accepts("CreateProcessingJob", request)
@@ -369,7 +484,12 @@ def test_all_problems_are_reported_at_once() -> None:
     with pytest.raises(InvalidInstancePreferencesError) as err:
         build_request("training", config, ["ml.g5.48xlarge", "ml.g5.48xlarge", "ml.nope.xlarge"])
     text = problems_of(err)
-    for fragment in ("appears twice", "ml.nope.xlarge is not a SageMaker training", "ResourceConfig.InstanceType", "EnableManagedSpotTraining"):
+    for fragment in (
+        "appears twice",
+        "ml.nope.xlarge is not a SageMaker training",
+        "ResourceConfig.InstanceType",
+        "EnableManagedSpotTraining",
+    ):
         assert fragment in text
     assert str(err.value).startswith("4 problems with the instance preference request")
 
@@ -391,14 +511,18 @@ def test_list_waits_for_capacity_iff_it_has_an_accelerated_entry(types: list[str
 
 
 def test_rank_and_describe() -> None:
-    prefs = InstancePreferenceList([InstancePreference("ml.g6e.48xlarge", 2), InstancePreference("ml.g5.48xlarge", 4)])
+    prefs = InstancePreferenceList(
+        [InstancePreference("ml.g6e.48xlarge", 2), InstancePreference("ml.g5.48xlarge", 4)]
+    )
     assert prefs.rank_of("ml.g5.48xlarge") == 2
     assert prefs.describe() == "ml.g6e.48xlarge×2 → ml.g5.48xlarge×4"
     with pytest.raises(KeyError):
         prefs.rank_of("ml.p5.48xlarge")
 
 
-@pytest.mark.parametrize(("value", "seconds"), [(timedelta(hours=2), 7200), (3600, 3600), ("1800", 1800), (None, None)])
+@pytest.mark.parametrize(
+    ("value", "seconds"), [(timedelta(hours=2), 7200), (3600, 3600), ("1800", 1800), (None, None)]
+)
 def test_to_seconds(value: Any, seconds: int | None) -> None:
     assert to_seconds(value) == seconds
 
@@ -447,7 +571,9 @@ def test_random_valid_lists_render_to_requests_botocore_accepts(data: st.DataObj
     entries, per_entry = data.draw(valid_lists(kind))
     extra = {} if per_entry else {"InstanceCount": 2}
     if kind == "training":
-        request, prefs = build_request(kind, training_config(**extra), entries, data.draw(st.integers(1800, 2_419_200)))
+        request, prefs = build_request(
+            kind, training_config(**extra), entries, data.draw(st.integers(1800, 2_419_200))
+        )
         botocore_accepts("CreateTrainingJob", request)
         rendered = request["ResourceConfig"]["InstancePreferences"]
         assert ("MaxPendingTimeInSeconds" in request["StoppingCondition"]) is prefs.waits_for_capacity
@@ -464,7 +590,9 @@ _MUTATIONS = ("duplicate", "bad_type", "bad_count", "missing_count", "too_many")
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(data=st.data(), kind=st.sampled_from(["training", "processing"]), mutation=st.sampled_from(_MUTATIONS))
-def test_random_invalid_lists_are_rejected_naming_the_offending_entry(data: st.DataObject, kind: str, mutation: str) -> None:
+def test_random_invalid_lists_are_rejected_naming_the_offending_entry(
+    data: st.DataObject, kind: str, mutation: str
+) -> None:
     types = data.draw(st.lists(st.sampled_from(_types(kind)), min_size=2, max_size=5, unique=True))
     entries: list[dict[str, Any]] = [{"instance_type": t, "instance_count": 1} for t in types]
     index = data.draw(st.integers(1, len(entries) - 1))
@@ -472,10 +600,14 @@ def test_random_invalid_lists_are_rejected_naming_the_offending_entry(data: st.D
         entries[index]["instance_type"] = entries[0]["instance_type"]
         expected = f"instance_preferences[{index}]: {entries[0]['instance_type']} appears twice"
     elif mutation == "bad_type":
-        entries[index]["instance_type"] = data.draw(st.sampled_from(["ml.x9.huge", "m5.xlarge", "ml.g5.48xlarg"]))
+        entries[index]["instance_type"] = data.draw(
+            st.sampled_from(["ml.x9.huge", "m5.xlarge", "ml.g5.48xlarg"])
+        )
         expected = f"instance_preferences[{index}]: {entries[index]['instance_type']} is not"
     elif mutation == "bad_count":
-        entries[index]["instance_count"] = data.draw(st.sampled_from([0, -3, "1.5", "many", 101 if kind == "processing" else 0]))
+        entries[index]["instance_count"] = data.draw(
+            st.sampled_from([0, -3, "1.5", "many", 101 if kind == "processing" else 0])
+        )
         expected = f"instance_preferences[{index}].instance_count"
     elif mutation == "missing_count":
         del entries[index]["instance_count"]

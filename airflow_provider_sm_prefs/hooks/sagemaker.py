@@ -65,7 +65,9 @@ def is_transient(error: BaseException) -> bool:
         code = error.response.get("Error", {}).get("Code", "")
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
         return code in TRANSIENT_CODES or status >= 500 or status == 429
-    if isinstance(error, (BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError, OSError)):
+    if isinstance(
+        error, (BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError, OSError)
+    ):
         return True
     # aiohttp's errors, without importing aiohttp here.
     return type(error).__module__.startswith("aiohttp")
@@ -136,7 +138,9 @@ class SageMakerPreferenceHook(SageMakerHook):
         return str(request[_OPERATIONS[kind]["name"]])
 
     # -- sync ----------------------------------------------------------------------------------------
-    def create_job(self, kind: JobKind, request: dict[str, Any], preferences: InstancePreferenceList) -> dict[str, Any]:
+    def create_job(
+        self, kind: JobKind, request: dict[str, Any], preferences: InstancePreferenceList
+    ) -> dict[str, Any]:
         """Call Create*, retrying transient errors; translate rejections into domain errors.
 
         ``ResourceInUse`` is re-raised untouched: the caller decides whether the existing job is its own.
@@ -162,7 +166,9 @@ class SageMakerPreferenceHook(SageMakerHook):
                 raise JobSubmissionError(job_name, code or "Rejected", error_message(err)) from err
 
     @staticmethod
-    def quota_error(job_name: str, err: ClientError, preferences: InstancePreferenceList) -> QuotaExceededError:
+    def quota_error(
+        job_name: str, err: ClientError, preferences: InstancePreferenceList
+    ) -> QuotaExceededError:
         message = error_message(err)
         match = _QUOTA_TYPE.search(message)
         instance_type = match.group(1) if match else None

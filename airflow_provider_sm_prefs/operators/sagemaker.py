@@ -90,7 +90,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     """
 
     job_kind: ClassVar[JobKind]
-    template_fields: Sequence[str] = ("config", "instance_preferences", "max_pending", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = (
+        "config",
+        "instance_preferences",
+        "max_pending",
+        "aws_conn_id",
+        "region_name",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
     operator_extra_links = (SageMakerPreferenceJobLink(), SageMakerPreferenceJobLogsLink())
     ui_color = "#e6f4ea"
@@ -115,7 +121,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         self.config = config
         self.instance_preferences = (
-            instance_preferences.as_list() if isinstance(instance_preferences, InstancePreferenceList) else instance_preferences
+            instance_preferences.as_list()
+            if isinstance(instance_preferences, InstancePreferenceList)
+            else instance_preferences
         )
         self.max_pending = max_pending
         self.wait_for_completion = wait_for_completion
@@ -135,7 +143,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
         return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, verify=self.verify, config=self.botocore_config
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=self.botocore_config,
         )
 
     # -- preparation -----------------------------------------------------------------------------------
@@ -146,7 +157,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             try:
                 config = json.loads(config)
             except ValueError:
-                raise errors.InvalidInstancePreferencesError(["config: rendered to a string that is not JSON"]) from None
+                raise errors.InvalidInstancePreferencesError(
+                    ["config: rendered to a string that is not JSON"]
+                ) from None
         max_pending = to_seconds(self.max_pending)
         request, prefs = build_request(self.job_kind, config, self.instance_preferences, max_pending)
         server_enforced = self.job_kind is JobKind.TRAINING and prefs.waits_for_capacity
@@ -167,11 +180,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             raise AirflowFailException(str(err)) from err
         kind = self.job_kind
         base_name = self.hook.name_of(kind, request)
-        self.log.info("Instance preferences for %s: %s", base_name, prefs.describe(self._job_level_count(request)))
+        self.log.info(
+            "Instance preferences for %s: %s", base_name, prefs.describe(self._job_level_count(request))
+        )
 
         existing = self._reattach_or_name(context, base_name)
         if isinstance(existing, CapacityOutcome):
-            self.log.info("Job already completed on an earlier try; returning its outcome: %s", existing.summary())
+            self.log.info(
+                "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
+            )
             return self._push_outcome(context, existing)
         job_name, describe = existing
         self._job_name = job_name
@@ -217,24 +234,35 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             submission = int(state.get("submission", 1))
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
-                self.log.info("Job %s recorded on an earlier try never reached SageMaker; creating it now", previous)
+                self.log.info(
+                    "Job %s recorded on an earlier try never reached SageMaker; creating it now", previous
+                )
                 name = previous
             else:
                 status = job_status(self.job_kind, describe)
                 if status is JobStatus.IN_PROGRESS:
-                    self.log.info("Reattaching to job %s from an earlier try (still %s)", previous, status.value)
+                    self.log.info(
+                        "Reattaching to job %s from an earlier try (still %s)", previous, status.value
+                    )
                     return previous, describe
                 if status is JobStatus.COMPLETED:
                     return outcome_from_describe(self.job_kind, describe, None)
                 submission += 1
                 name = sanitize_job_name(base_name, suffix=f"-r{submission}")
-                self.log.info("Job %s from an earlier try ended %s; submitting %s", previous, status.value, name)
+                self.log.info(
+                    "Job %s from an earlier try ended %s; submitting %s", previous, status.value, name
+                )
         if store is not None:
             store.set(STATE_KEY, {"job_name": name, "submission": submission, "kind": self.job_kind.value})
         return name, None
 
     def _create(
-        self, context: Context, kind: JobKind, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str
+        self,
+        context: Context,
+        kind: JobKind,
+        request: dict[str, Any],
+        prefs: InstancePreferenceList,
+        job_name: str,
     ) -> dict[str, Any]:
         try:
             self.hook.create_job(kind, request, prefs)
@@ -243,7 +271,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 raise
             describe = self.hook.describe_job(kind, job_name)
             if describe is not None and job_status(kind, describe) is JobStatus.IN_PROGRESS:
-                self.log.info("Job %s already exists and is running: reattaching instead of creating a copy", job_name)
+                self.log.info(
+                    "Job %s already exists and is running: reattaching instead of creating a copy", job_name
+                )
                 return describe
             status = job_status(kind, describe).value if describe else "unknown"
             raise AirflowFailException(
@@ -280,7 +310,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             log_group="TrainingJobs" if training else "ProcessingJobs",
         )
 
-    def _trigger(self, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None) -> SageMakerCapacityTrigger:
+    def _trigger(
+        self, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
+    ) -> SageMakerCapacityTrigger:
         assert self._job_name is not None
         return SageMakerCapacityTrigger(
             job_name=self._job_name,

@@ -75,7 +75,10 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
         return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, verify=self.verify, config=self.botocore_config
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=self.botocore_config,
         )
 
     @property
@@ -108,7 +111,9 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool | PokeReturnValue:
         describe = self.hook.describe_job(self.kind, self.job_name)
         if describe is None:
-            raise errors.JobFailedError(self.job_name, None, f"SageMaker has no {self.job_type} job with this name")
+            raise errors.JobFailedError(
+                self.job_name, None, f"SageMaker has no {self.job_type} job with this name"
+            )
         phase = phase_of(self.kind, describe)
         now = service_now(describe)
         if phase.is_terminal():
@@ -118,11 +123,16 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         if phase.is_terminal() or (self.wait_for == WaitFor.CAPACITY.value and phase is Phase.RUNNING):
             outcome = outcome_from_describe(self.kind, describe, now=now)
             return PokeReturnValue(is_done=True, xcom_value=self._push(context, outcome))
-        if phase is Phase.WAITING and self.max_pending_seconds and waiting_seconds(describe, now) >= self.max_pending_seconds:
+        if (
+            phase is Phase.WAITING
+            and self.max_pending_seconds
+            and waiting_seconds(describe, now) >= self.max_pending_seconds
+        ):
             if self.stop_job_on_deadline:
                 self.hook.stop_job(self.kind, self.job_name)
             raise errors.CapacityTimeoutError(
-                self.job_name, describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus"),
+                self.job_name,
+                describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus"),
                 f"no entry selected within max_pending={self.max_pending_seconds}s",
             )
         self.log.info("%s: %s, still waiting", self.job_name, phase.value)

@@ -60,7 +60,9 @@ def _read_outcome(env: dict[str, str]) -> dict[str, Any] | None:
         " XComModel.key=='return_value').order_by(XComModel.timestamp.desc()).first()\n"
         "    print(json.dumps(row.value if row else None))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     if result.returncode != 0 or not lines:
         sys.stderr.write(result.stderr[-2000:])
@@ -150,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
 
         OfflineSageMaker.attach(url).load_scenario(args.scenario)
         print(f"running `airflow dags test {DAG_ID}` against it ...")
-        result = subprocess.run([_bin("airflow"), "dags", "test", DAG_ID], env=env, capture_output=True, text=True)
+        result = subprocess.run(
+            [_bin("airflow"), "dags", "test", DAG_ID], env=env, capture_output=True, text=True
+        )
         log = home / "dags-test.log"
         log.write_text(result.stdout + result.stderr)
         outcome = _read_outcome(env)

@@ -24,7 +24,12 @@ from airflow_provider_sm_prefs.outcome import (
 )
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
 from airflow_provider_sm_prefs.status import Phase, cluster_of, phase_of
-from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, capacity_changed, job_ended, watcher_for
+from airflow_provider_sm_prefs.triggers.watcher import (
+    ListingUnavailable,
+    capacity_changed,
+    job_ended,
+    watcher_for,
+)
 
 #: Log a "still waiting" line at most this often (seconds of service time), plus on every change.
 PROGRESS_LOG_EVERY = 300.0
@@ -165,7 +170,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.hook
         kind = self.kind
-        preferences = InstancePreferenceList.from_response(self.preferences, kind) if self.preferences else None
+        preferences = (
+            InstancePreferenceList.from_response(self.preferences, kind) if self.preferences else None
+        )
         interval = self.poll_interval
         ceiling = max(self.max_poll_interval or self.poll_interval, self.poll_interval)
         transient_attempt = 0
@@ -180,7 +187,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     if not is_transient(err):
                         raise
                     transient_attempt += 1
-                    delay = max(interval, backoff_delay(transient_attempt, base=interval, cap=max(ceiling, 60.0)))
+                    delay = max(
+                        interval, backoff_delay(transient_attempt, base=interval, cap=max(ceiling, 60.0))
+                    )
                     self.log.warning(
                         "Describe %s failed transiently (%s); retry %d in %.1fs",
                         self.job_name,
@@ -209,7 +218,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     if waited >= self.deadline_seconds:
                         yield await self._deadline_passed(hook, client, kind, describe, waited)
                         return
-                if phase != last_phase or last_log_at is None or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY:
+                if (
+                    phase != last_phase
+                    or last_log_at is None
+                    or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY
+                ):
                     self._log_progress(kind, describe, phase, preferences, now)
                     last_log_at = now
                 if phase != last_phase:
@@ -221,7 +234,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
                         continue
                     except ListingUnavailable as err:
                         shared = False
-                        self.log.warning("Shared List polling unavailable (%s); polling %s on its own", err, self.job_name)
+                        self.log.warning(
+                            "Shared List polling unavailable (%s); polling %s on its own", err, self.job_name
+                        )
                 await asyncio.sleep(self._sleep_for(interval, describe, now, phase))
                 interval = min(ceiling, interval * 1.5)
 
@@ -230,11 +245,21 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return kind is JobKind.TRAINING or self.wait_for == WaitFor.COMPLETION.value
 
     async def _wait_for_listed_change(
-        self, hook: SageMakerPreferenceHook, kind: JobKind, describe: dict[str, Any], now: datetime, phase: Phase
+        self,
+        hook: SageMakerPreferenceHook,
+        kind: JobKind,
+        describe: dict[str, Any],
+        now: datetime,
+        phase: Phase,
     ) -> None:
         """Wait until the shared List loop sees this job change (or the safety/deadline timer fires)."""
         watcher = watcher_for(
-            kind, self._client_factory(hook), self.aws_conn_id, self.region_name, self.verify, self.botocore_config
+            kind,
+            self._client_factory(hook),
+            self.aws_conn_id,
+            self.region_name,
+            self.verify,
+            self.botocore_config,
         )
         created = describe.get("CreationTime") or now
         if not isinstance(created, datetime):
@@ -282,7 +307,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return self._event("success", phase, outcome=outcome.as_dict(), job_status=status)
 
     async def _deadline_passed(
-        self, hook: SageMakerPreferenceHook, client: Any, kind: JobKind, describe: dict[str, Any], waited: float
+        self,
+        hook: SageMakerPreferenceHook,
+        client: Any,
+        kind: JobKind,
+        describe: dict[str, Any],
+        waited: float,
     ) -> TriggerEvent:
         reason = (
             f"no entry of the preference list got capacity within max_pending={format_duration(self.deadline_seconds or 0)} "
@@ -313,16 +343,22 @@ class SageMakerCapacityTrigger(BaseTrigger):
         plan = preferences.describe(cluster.get("InstanceCount")) if preferences else "?"
         if phase is Phase.WAITING:
             deadline = ""
-            limit = self.deadline_seconds or (describe.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
+            limit = self.deadline_seconds or (describe.get("StoppingCondition") or {}).get(
+                "MaxPendingTimeInSeconds"
+            )
             if limit:
                 deadline = f"; deadline in {format_duration(max(0.0, float(limit) - waited))}"
-            self.log.info("%s waiting for capacity %s: %s%s", self.job_name, format_duration(waited), plan, deadline)
+            self.log.info(
+                "%s waiting for capacity %s: %s%s", self.job_name, format_duration(waited), plan, deadline
+            )
         else:
             self.log.info(
                 "%s %s: %s on %s×%s",
                 self.job_name,
                 phase.value,
-                describe.get("SecondaryStatus") or describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus"),
+                describe.get("SecondaryStatus")
+                or describe.get("TrainingJobStatus")
+                or describe.get("ProcessingJobStatus"),
                 cluster.get("SelectedInstanceType") or cluster.get("InstanceType"),
                 cluster.get("SelectedInstanceCount") or cluster.get("InstanceCount"),
             )

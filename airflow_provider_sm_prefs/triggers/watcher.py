@@ -14,6 +14,7 @@ List round re-reads the truth from SageMaker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -35,7 +36,12 @@ IDLE_GRACE = 60.0
 
 _LIST = {
     JobKind.TRAINING: ("list_training_jobs", "TrainingJobSummaries", "TrainingJobName", "TrainingJobStatus"),
-    JobKind.PROCESSING: ("list_processing_jobs", "ProcessingJobSummaries", "ProcessingJobName", "ProcessingJobStatus"),
+    JobKind.PROCESSING: (
+        "list_processing_jobs",
+        "ProcessingJobSummaries",
+        "ProcessingJobName",
+        "ProcessingJobStatus",
+    ),
 }
 
 
@@ -115,7 +121,7 @@ class JobListWatcher:
         self._ensure_running()
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             waiters = self._waiters.get(job_name, [])
@@ -126,7 +132,9 @@ class JobListWatcher:
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"sm-prefs-list-{self.kind.value}")
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"sm-prefs-list-{self.kind.value}"
+            )
         else:
             self._wake.set()
 
@@ -157,8 +165,15 @@ class JobListWatcher:
                             return
                         attempt += 1
                         self.stats.transient_errors += 1
-                        delay = backoff_delay(attempt, base=self._interval(), cap=max(60.0, self._interval() * 4))
-                        log.warning("Listing %s jobs failed transiently (%s); retrying in %.1fs", self.kind.value, err, delay)
+                        delay = backoff_delay(
+                            attempt, base=self._interval(), cap=max(60.0, self._interval() * 4)
+                        )
+                        log.warning(
+                            "Listing %s jobs failed transiently (%s); retrying in %.1fs",
+                            self.kind.value,
+                            err,
+                            delay,
+                        )
                         await self._sleep(delay)
                         continue
                     self._dispatch(summaries)
@@ -171,10 +186,8 @@ class JobListWatcher:
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
 
     async def _list_all(self, client: Any) -> dict[str, dict[str, Any]]:
         operation, items_key, name_key, _ = _LIST[self.kind]
@@ -233,7 +246,14 @@ def watcher_for(
 ) -> JobListWatcher:
     """The process's watcher for these connection settings on the running event loop."""
     loop = asyncio.get_running_loop()
-    key = (id(loop), kind.value, aws_conn_id, region_name, str(verify), json.dumps(botocore_config, sort_keys=True, default=str))
+    key = (
+        id(loop),
+        kind.value,
+        aws_conn_id,
+        region_name,
+        str(verify),
+        json.dumps(botocore_config, sort_keys=True, default=str),
+    )
     watcher = _WATCHERS.get(key)
     if watcher is None:
         watcher = _WATCHERS[key] = JobListWatcher(key, client_factory, kind)

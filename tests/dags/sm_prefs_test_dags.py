@@ -64,7 +64,9 @@ def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
 
 t_train_capacity = _dag("t_train_capacity", SageMakerPreferenceTrainingOperator, wait_for_completion=False)
 t_train_complete = _dag("t_train_complete", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
-t_train_sync = _dag("t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False)
+t_train_sync = _dag(
+    "t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False
+)
 t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
 t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
 

@@ -34,10 +34,15 @@ NIGHTLY = [
 ]
 
 
-def training_config(name: str = "nightly", tags: dict[str, str] | None = None, **resource: Any) -> dict[str, Any]:
+def training_config(
+    name: str = "nightly", tags: dict[str, str] | None = None, **resource: Any
+) -> dict[str, Any]:
     config: dict[str, Any] = {
         "TrainingJobName": name,
-        "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1", "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
+            "TrainingInputMode": "File",
+        },
         "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
         "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
         "ResourceConfig": {"VolumeSizeInGB": 50, **resource},
@@ -91,7 +96,9 @@ def creates(sm: Any, op: str = "CreateTrainingJob") -> int:
 
 
 def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> None:
-    states, xcom = run("t_train_complete", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run(
+        "t_train_complete", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None
     assert xcom[XComKey.SELECTED_INSTANCE_TYPE.value] == G6
@@ -106,7 +113,9 @@ def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> N
 
 def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) -> None:
     sm.load_scenario("first-choice-scarce")
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run(
+        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None
     assert (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 4)
@@ -115,11 +124,21 @@ def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) ->
     assert xcom["job_name"] == "nightly" and xcom["job_arn"].endswith(":training-job/nightly")
 
 
-def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestamps(sm: Any, tmp_path: Path) -> None:
+def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestamps(
+    sm: Any, tmp_path: Path
+) -> None:
     sm.load_scenario(
-        scenario(capacity={G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}], P4D: [{"from": 0, "to": 900, "free": 0}, {"from": 900, "free": 4}]})
+        scenario(
+            capacity={
+                G6: [{"from": 0, "free": 0}],
+                G5: [{"from": 0, "free": 0}],
+                P4D: [{"from": 0, "to": 900, "free": 0}, {"from": 900, "free": 4}],
+            }
+        )
     )
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run(
+        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
     assert states["job"] == "success"
     assert xcom is not None
     assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P4D, 3)
@@ -132,7 +151,13 @@ def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestam
 
 
 def test_uniform_job_level_count_is_reported(sm: Any, tmp_path: Path) -> None:
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(InstanceCount=3), prefs=[G5, P4D], max_pending=None)
+    states, xcom = run(
+        "t_train_capacity",
+        tmp_path,
+        config=training_config(InstanceCount=3),
+        prefs=[G5, P4D],
+        max_pending=None,
+    )
     assert states["job"] == "success"
     assert xcom is not None and (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 3)
 
@@ -140,7 +165,10 @@ def test_uniform_job_level_count_is_reported(sm: Any, tmp_path: Path) -> None:
 def test_plan_backed_first_entry_without_capacity_is_skipped(sm: Any, tmp_path: Path) -> None:
     sm.load_scenario("plan-no-capacity")
     plan = sm.scenario_dict()["training_plans"][0]
-    prefs = [{"instance_type": plan["instance_type"], "instance_count": 2, "training_plan_arn": plan["arn"]}, {"instance_type": P4D, "instance_count": 2}]
+    prefs = [
+        {"instance_type": plan["instance_type"], "instance_count": 2, "training_plan_arn": plan["arn"]},
+        {"instance_type": P4D, "instance_count": 2},
+    ]
     states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
     assert states["job"] == "success"
     assert xcom is not None and (xcom["preference_rank"], xcom["capacity"]) == (2, "on-demand")
@@ -148,11 +176,23 @@ def test_plan_backed_first_entry_without_capacity_is_skipped(sm: Any, tmp_path: 
 
 def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: Path) -> None:
     p5 = "ml.p5.48xlarge"
-    sm.load_scenario(scenario(training_plans=[{"arn": PLAN, "instance_type": p5, "count": 2, "from": 0, "to": 86400}], capacity={p5: [{"from": 0, "free": 0}]}))
-    prefs = [{"instance_type": p5, "instance_count": 2, "training_plan_arn": PLAN}, {"instance_type": P4D, "instance_count": 2}]
+    sm.load_scenario(
+        scenario(
+            training_plans=[{"arn": PLAN, "instance_type": p5, "count": 2, "from": 0, "to": 86400}],
+            capacity={p5: [{"from": 0, "free": 0}]},
+        )
+    )
+    prefs = [
+        {"instance_type": p5, "instance_count": 2, "training_plan_arn": PLAN},
+        {"instance_type": P4D, "instance_count": 2},
+    ]
     states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
     assert states["job"] == "success"
-    assert xcom is not None and (xcom["selected_instance_type"], xcom["preference_rank"], xcom["capacity"]) == (p5, 1, "training-plan")
+    assert xcom is not None and (
+        xcom["selected_instance_type"],
+        xcom["preference_rank"],
+        xcom["capacity"],
+    ) == (p5, 1, "training-plan")
 
 
 # -- failures, each its own error -------------------------------------------------------------------
@@ -162,8 +202,12 @@ def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: 
 def test_sagemaker_pending_expiry_fails_with_capacity_timeout_and_downstream_does_not_run(
     sm: Any, tmp_path: Path, expiry: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    sm.load_scenario(scenario(time_scale=1800, pending_timeout_outcome=expiry, capacity={"ml.*": [{"from": 0, "free": 0}]}))
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=1800)
+    sm.load_scenario(
+        scenario(time_scale=1800, pending_timeout_outcome=expiry, capacity={"ml.*": [{"from": 0, "free": 0}]})
+    )
+    states, xcom = run(
+        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=1800
+    )
     assert states["job"] == "failed"
     assert states["consume"] in ("upstream_failed", None)
     assert xcom is None
@@ -171,25 +215,39 @@ def test_sagemaker_pending_expiry_fails_with_capacity_timeout_and_downstream_doe
     assert "CapacityTimeoutError" in logs(capfd) or "Timed out waiting for capacity" in logs(capfd)
 
 
-def test_processing_client_deadline_stops_the_job(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_processing_client_deadline_stops_the_job(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     sm.load_scenario(scenario(time_scale=1200, capacity={"ml.*": [{"from": 0, "free": 0}]}))
-    states, _ = run("t_process", tmp_path, config=processing_config(InstanceCount=1), prefs=["ml.g5.xlarge", "ml.c5.xlarge"], max_pending=1200)
+    states, _ = run(
+        "t_process",
+        tmp_path,
+        config=processing_config(InstanceCount=1),
+        prefs=["ml.g5.xlarge", "ml.c5.xlarge"],
+        max_pending=1200,
+    )
     assert states["job"] == "failed"
     assert sm.job("prep")["status"] in ("Stopping", "Stopped")
     assert "Timed out waiting for capacity" in logs(capfd)
 
 
-def test_cpu_only_list_without_capacity_fails_with_capacity_error(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_cpu_only_list_without_capacity_fails_with_capacity_error(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     sm.load_scenario("cpu-only-no-capacity")
     cpu = [t for t in sm.scenario_dict()["capacity"] if not any(ch in t for ch in "*?")][:2]
-    states, _ = run("t_train_capacity", tmp_path, config=training_config(InstanceCount=1), prefs=cpu, max_pending=None)
+    states, _ = run(
+        "t_train_capacity", tmp_path, config=training_config(InstanceCount=1), prefs=cpu, max_pending=None
+    )
     assert states["job"] == "failed"
     assert sm.job("nightly")["status"] == "Failed"
     text = logs(capfd)
     assert "No capacity for any entry" in text and "CapacityError" in text
 
 
-def test_quota_rejection_names_the_entry_and_creates_nothing(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_quota_rejection_names_the_entry_and_creates_nothing(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     sm.load_scenario(scenario(quotas={"training": {G5: 2}}))
     states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "failed"
@@ -205,7 +263,9 @@ def test_job_failure_carries_aws_reason(sm: Any, tmp_path: Path, capfd: pytest.C
     assert "SageMaker job failed" in text and "AlgorithmError" in text
 
 
-def test_stop_by_someone_else_while_pending(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_stop_by_someone_else_while_pending(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     sm.load_scenario(scenario(time_scale=60, capacity={"ml.*": [{"from": 0, "free": 0}]}))
     client = sm.boto3_client("sagemaker")
 
@@ -229,7 +289,9 @@ def test_stop_by_someone_else_while_pending(sm: Any, tmp_path: Path, capfd: pyte
 # -- submit once ---------------------------------------------------------------------------------------
 
 
-def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(sm: Any, tmp_path: Path) -> None:
+def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(
+    sm: Any, tmp_path: Path
+) -> None:
     states, xcom = run("t_train_crash", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert creates(sm) == 1
@@ -243,7 +305,9 @@ def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -
 
     request, _ = build_request("training", training_config(), NIGHTLY, 3600)
     client.create_training_job(**request)
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run(
+        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
     assert states["job"] == "success"
     assert creates(sm) == 2  # ours was refused with ResourceInUse ...
     assert len(sm.jobs()) == 1  # ... and reattached to the running one
@@ -263,13 +327,19 @@ def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -
         ([{"instance_type": "ml.p5.48xlarge", "instance_count": 1, "training_plan_arn": "not-an-arn"}], {}),
     ],
 )
-def test_invalid_list_fails_before_any_create_call(sm: Any, tmp_path: Path, prefs: list[Any], resource: dict[str, Any]) -> None:
-    states, _ = run("t_train_capacity", tmp_path, config=training_config(**resource), prefs=prefs, max_pending=3600)
+def test_invalid_list_fails_before_any_create_call(
+    sm: Any, tmp_path: Path, prefs: list[Any], resource: dict[str, Any]
+) -> None:
+    states, _ = run(
+        "t_train_capacity", tmp_path, config=training_config(**resource), prefs=prefs, max_pending=3600
+    )
     assert states["job"] == "failed"
     assert sm.stats()["operations"] == {}
 
 
-def test_pending_time_below_sagemaker_minimum_fails_before_any_call(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_pending_time_below_sagemaker_minimum_fails_before_any_call(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=600)
     assert states["job"] == "failed"
     assert sm.stats()["operations"] == {}
@@ -294,5 +364,9 @@ def test_sensor_on_an_external_job(sm: Any, tmp_path: Path) -> None:
     sm.boto3_client("sagemaker").create_training_job(**request)
     states, xcom = run("t_sensor", tmp_path, job_name="external-1")
     assert states == {"job": "success", "consume": "success"}
-    assert xcom is not None and (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == ("external-1", G5, 2)
+    assert xcom is not None and (
+        xcom["job_name"],
+        xcom["selected_instance_type"],
+        xcom["preference_rank"],
+    ) == ("external-1", G5, 2)
     assert creates(sm) == 1

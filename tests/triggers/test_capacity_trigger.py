@@ -19,7 +19,10 @@ PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "inst
 def submit(sm: Any, name: str, tags: dict[str, str] | None = None) -> None:
     config: dict[str, Any] = {
         "TrainingJobName": name,
-        "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1", "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
         "RoleArn": "arn:aws:iam::123456789012:role/r",
         "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
         "ResourceConfig": {"VolumeSizeInGB": 10},
@@ -103,10 +106,14 @@ def test_throttling_and_server_errors_never_fail_the_wait(sm: Any) -> None:
     assert sum(stats["throttled"].values()) > 0, stats
 
 
-def test_listing_not_permitted_falls_back_to_per_job_polling(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listing_not_permitted_falls_back_to_per_job_polling(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The emulator grants every action; an IAM policy without ListTrainingJobs is simulated here.
     async def denied(self: Any, client: Any) -> Any:
-        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTrainingJobs")
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTrainingJobs"
+        )
 
     monkeypatch.setattr(watcher_module.JobListWatcher, "_list_all", denied)
     sm.load_scenario(staggered(1, step=300))
