@@ -1,0 +1,77 @@
+"""The example DAGs, run end to end with dag.test() against the offline SageMaker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_sm_prefs.preferences import build_request
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
+
+
+@pytest.fixture(scope="module")
+def example_dags() -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(str(DAGS))
+    assert not bag.import_errors
+    return bag
+
+
+def states_of(dagrun: Any) -> dict[str, str | None]:
+    return {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
+
+
+def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
+    sm: Any, example_dags: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sm.load_scenario("first-choice-scarce")
+    dagrun = example_dags.get_dag("sm_prefs_nightly_retrain").test()
+    assert states_of(dagrun) == {
+        "stage_dataset": "success",
+        "train": "success",
+        "evaluate": "success",
+        "report": "success",
+    }
+    out = capfd.readouterr().out
+    assert (
+        "'instance_type': 'ml.g5.48xlarge', 'instances': 4, 'processes': 32, 'per_device_batch_size': 48"
+        in out
+    )
+    (job,) = sm.jobs()
+    assert job["status"] == "Completed" and job["selected_instance_type"] == "ml.g5.48xlarge"
+    s3 = sm.boto3_client("s3")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="sm-prefs-demo")["Contents"]]
+    assert any(k.endswith("train.csv") for k in keys)
+
+
+def test_processing_on_cpu_types(sm: Any, example_dags: Any) -> None:
+    dagrun = example_dags.get_dag("sm_prefs_processing_cpu").test()
+    assert states_of(dagrun) == {"prepare_features": "success"}
+    (job,) = sm.jobs()
+    assert job["kind"] == "processing" and job["selected_instance_type"] == "ml.c7i.4xlarge"
+
+
+def test_sensor_watches_an_externally_submitted_job(sm: Any, example_dags: Any) -> None:
+    config = {
+        "TrainingJobName": "external-training-job",
+        "AlgorithmSpecification": {
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
+        "RoleArn": "arn:aws:iam::123456789012:role/r",
+        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+        "ResourceConfig": {"VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+    }
+    request, _ = build_request(
+        "training", config, [{"instance_type": "ml.g5.12xlarge", "instance_count": 1}], 3600
+    )
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    dagrun = example_dags.get_dag("sm_prefs_watch_external_job").test()
+    assert states_of(dagrun) == {"wait_for_capacity": "success", "announce": "success"}
