@@ -231,7 +231,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         name = sanitize_job_name(base_name)
         if isinstance(state, Mapping) and state.get("job_name"):
             previous = str(state["job_name"])
-            submission = int(state.get("submission", 1))
+            submission = int(str(state.get("submission") or 1))
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
                 self.log.info(
