@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--scenario",
-        default=str(Path(__file__).with_name("scenarios") / "nightly-demo.yaml"),
+        default="nightly-demo",
         help="builtin scenario name or scenario file",
     )
     parser.add_argument("--dags-folder", default="dags_examples")

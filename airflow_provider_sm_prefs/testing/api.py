@@ -1,0 +1,359 @@
+"""The eight SageMaker operations the emulator answers itself: JSON params in, JSON-ready dict out.
+
+Shapes follow botocore's service model (``DescribeTrainingJobResponse`` etc.). Timestamps are emulated
+epoch seconds, which botocore's JSON parser turns into datetimes. For jobs created with
+``InstancePreferences`` the top-level ``InstanceType`` is never returned and ``SelectedInstanceType`` /
+``SelectedInstanceCount`` appear only once an entry is selected; plain jobs are echoed as requested.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_sm_prefs.testing import rules
+from airflow_provider_sm_prefs.testing.engine import ApiError, Engine, Job, JobKind
+
+__all__ = ["OPERATIONS", "SageMakerApi"]
+
+OPERATIONS: frozenset[str] = frozenset(
+    {
+        "CreateTrainingJob",
+        "DescribeTrainingJob",
+        "StopTrainingJob",
+        "ListTrainingJobs",
+        "CreateProcessingJob",
+        "DescribeProcessingJob",
+        "StopProcessingJob",
+        "ListProcessingJobs",
+    }
+)
+
+#: The request parameter that names the job, per operation (for per-job call counts).
+JOB_NAME_PARAM: Mapping[str, str] = {
+    "CreateTrainingJob": "TrainingJobName",
+    "DescribeTrainingJob": "TrainingJobName",
+    "StopTrainingJob": "TrainingJobName",
+    "CreateProcessingJob": "ProcessingJobName",
+    "DescribeProcessingJob": "ProcessingJobName",
+    "StopProcessingJob": "ProcessingJobName",
+}
+
+DEFAULT_STOPPING_CONDITION = {"MaxRuntimeInSeconds": 86400}
+DEFAULT_LIST_MAX_RESULTS = 10
+
+
+def _echo_keys(request_shape: str, response_shape: str, computed: set[str]) -> tuple[str, ...]:
+    model = rules.service_model()
+    request = set(model.shape_for(request_shape).members)
+    response = model.shape_for(response_shape).members
+    return tuple(k for k in response if k in request and k not in computed)
+
+
+_TRAINING_ECHO = _echo_keys(
+    "CreateTrainingJobRequest",
+    "DescribeTrainingJobResponse",
+    {"TrainingJobName", "ResourceConfig", "StoppingCondition"},
+)
+_PROCESSING_ECHO = _echo_keys(
+    "CreateProcessingJobRequest",
+    "DescribeProcessingJobResponse",
+    {"ProcessingJobName", "ProcessingResources"},
+)
+
+
+def _ts(value: float) -> float:
+    # AWS returns millisecond precision; rounding keeps JSON short and stable.
+    return round(value, 3)
+
+
+class SageMakerApi:
+    """Operation handlers over an :class:`Engine`. Callers hold the engine lock and call ``sync`` first.
+
+    :param engine: the simulation.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._handlers: dict[str, Callable[[dict[str, Any], float], dict[str, Any]]] = {
+            "CreateTrainingJob": self._create_training,
+            "DescribeTrainingJob": self._describe_training,
+            "StopTrainingJob": self._stop_training,
+            "ListTrainingJobs": self._list_training,
+            "CreateProcessingJob": self._create_processing,
+            "DescribeProcessingJob": self._describe_processing,
+            "StopProcessingJob": self._stop_processing,
+            "ListProcessingJobs": self._list_processing,
+        }
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run one operation at the emulated now; raises :class:`ApiError` for client-visible errors."""
+        handler = self._handlers.get(operation)
+        if handler is None:
+            raise ApiError("UnknownOperationException", f"Operation {operation} is not emulated")
+        if not isinstance(params, dict):
+            raise ApiError("SerializationException", "Request body must be a JSON object")
+        now = self.engine.sync()
+        return handler(params, now)
+
+    # -------------------------------------------------------------------------------------- helpers
+
+    def _arn(self, kind: JobKind, name: str) -> str:
+        scenario = self.engine.scenario
+        return f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:{kind.value}-job/{name}"
+
+    def _name(self, params: Mapping[str, Any], key: str) -> str:
+        name = params.get(key)
+        if not isinstance(name, str) or not name:
+            raise ApiError("ValidationException", f"{key}: required")
+        return name
+
+    # ------------------------------------------------------------------------------------- training
+
+    def _create_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        rules.validate_shape("CreateTrainingJob", params)
+        scenario = self.engine.scenario
+        spec = rules.training_job_spec(params, scenario)
+        self._ensure_new(JobKind.TRAINING, spec.name)
+        rules.check_quotas(spec, scenario, self.engine.utilization)
+        job = self.engine.submit(spec, params, self._arn(JobKind.TRAINING, spec.name), now)
+        return {"TrainingJobArn": job.arn}
+
+    def _ensure_new(self, kind: JobKind, name: str) -> None:
+        # Checked before quotas so that a retried Create of an existing job reports ResourceInUse, which
+        # clients treat as "already submitted", rather than a quota error caused by the job itself.
+        job = self.engine.find_kind(kind, name)
+        if job is not None:
+            raise self.engine.name_in_use(job)
+
+    def _describe_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        job = self.engine.get(JobKind.TRAINING, self._name(params, "TrainingJobName"))
+        return self.describe_training(job)
+
+    def describe_training(self, job: Job) -> dict[str, Any]:
+        """``DescribeTrainingJob`` response for ``job``."""
+        request = job.request
+        out: dict[str, Any] = {
+            "TrainingJobName": job.name,
+            "TrainingJobArn": job.arn,
+            "TrainingJobStatus": job.status.value,
+            "SecondaryStatus": job.secondary_status,
+        }
+        for key in _TRAINING_ECHO:
+            if key in request:
+                out[key] = request[key]
+        resource_config = dict(request.get("ResourceConfig") or {})
+        if job.spec.has_preferences:
+            resource_config.pop("InstanceType", None)
+            if job.selected is not None:
+                resource_config["SelectedInstanceType"] = job.selected.instance_type
+                resource_config["SelectedInstanceCount"] = job.selected.count
+        out["ResourceConfig"] = resource_config
+        out["StoppingCondition"] = {**DEFAULT_STOPPING_CONDITION, **(request.get("StoppingCondition") or {})}
+        out["CreationTime"] = _ts(job.created_at)
+        out["LastModifiedTime"] = _ts(job.last_modified)
+        if job.start_time is not None:
+            out["TrainingStartTime"] = _ts(job.start_time)
+        if job.end_time is not None and job.start_time is not None:
+            out["TrainingEndTime"] = _ts(job.end_time)
+            seconds = max(1, round(job.end_time - job.start_time))
+            out["TrainingTimeInSeconds"] = seconds
+            # AWS bills per instance-second but reports the job's seconds; we report seconds x 1.
+            out["BillableTimeInSeconds"] = seconds
+        if job.failure_reason is not None:
+            out["FailureReason"] = job.failure_reason
+        if job.status.value == "Completed":
+            output_path = str((request.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
+            out["ModelArtifacts"] = {"S3ModelArtifacts": f"{output_path}/{job.name}/output/model.tar.gz"}
+        out["SecondaryStatusTransitions"] = [
+            {k: (_ts(v) if k in ("StartTime", "EndTime") else v) for k, v in t.items()}
+            for t in job.transitions
+        ]
+        return out
+
+    def _stop_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        self.engine.stop(JobKind.TRAINING, self._name(params, "TrainingJobName"), now)
+        return {}
+
+    def _list_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        rules.validate_shape("ListTrainingJobs", params)
+
+        def summary(job: Job) -> dict[str, Any]:
+            item: dict[str, Any] = {
+                "TrainingJobName": job.name,
+                "TrainingJobArn": job.arn,
+                "CreationTime": _ts(job.created_at),
+                "LastModifiedTime": _ts(job.last_modified),
+                "TrainingJobStatus": job.status.value,
+                "SecondaryStatus": job.secondary_status,
+            }
+            if job.end_time is not None:
+                item["TrainingEndTime"] = _ts(job.end_time)
+            if job.selected is not None and job.selected.plan_arn is not None:
+                item["TrainingPlanArn"] = job.selected.plan_arn
+            return item
+
+        plan = params.get("TrainingPlanArnEquals")
+        extra = (lambda job: job.selected is not None and job.selected.plan_arn == plan) if plan else None
+        return self._list(JobKind.TRAINING, params, summary, "TrainingJobSummaries", extra)
+
+    # ----------------------------------------------------------------------------------- processing
+
+    def _create_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        rules.validate_shape("CreateProcessingJob", params)
+        scenario = self.engine.scenario
+        spec = rules.processing_job_spec(params, scenario)
+        self._ensure_new(JobKind.PROCESSING, spec.name)
+        rules.check_quotas(spec, scenario, self.engine.utilization)
+        job = self.engine.submit(spec, params, self._arn(JobKind.PROCESSING, spec.name), now)
+        return {"ProcessingJobArn": job.arn}
+
+    def _describe_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        job = self.engine.get(JobKind.PROCESSING, self._name(params, "ProcessingJobName"))
+        return self.describe_processing(job)
+
+    def describe_processing(self, job: Job) -> dict[str, Any]:
+        """``DescribeProcessingJob`` response for ``job``."""
+        request = job.request
+        out: dict[str, Any] = {
+            "ProcessingJobName": job.name,
+            "ProcessingJobArn": job.arn,
+            "ProcessingJobStatus": job.status.value,
+        }
+        for key in _PROCESSING_ECHO:
+            if key in request:
+                out[key] = request[key]
+        resources = dict(request.get("ProcessingResources") or {})
+        cluster = dict(resources.get("ClusterConfig") or {})
+        if job.spec.has_preferences:
+            cluster.pop("InstanceType", None)
+            if job.selected is not None:
+                cluster["SelectedInstanceType"] = job.selected.instance_type
+                cluster["SelectedInstanceCount"] = job.selected.count
+        resources["ClusterConfig"] = cluster
+        out["ProcessingResources"] = resources
+        out["CreationTime"] = _ts(job.created_at)
+        out["LastModifiedTime"] = _ts(job.last_modified)
+        if job.start_time is not None:
+            out["ProcessingStartTime"] = _ts(job.start_time)
+        if job.terminal:
+            out["ProcessingEndTime"] = _ts(job.end_time if job.end_time is not None else job.last_modified)
+        if job.failure_reason is not None:
+            out["FailureReason"] = job.failure_reason
+        if job.exit_message is not None:
+            out["ExitMessage"] = job.exit_message
+        return out
+
+    def _stop_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        self.engine.stop(JobKind.PROCESSING, self._name(params, "ProcessingJobName"), now)
+        return {}
+
+    def _list_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
+        rules.validate_shape("ListProcessingJobs", params)
+
+        def summary(job: Job) -> dict[str, Any]:
+            item: dict[str, Any] = {
+                "ProcessingJobName": job.name,
+                "ProcessingJobArn": job.arn,
+                "CreationTime": _ts(job.created_at),
+                "LastModifiedTime": _ts(job.last_modified),
+                "ProcessingJobStatus": job.status.value,
+            }
+            if job.terminal:
+                item["ProcessingEndTime"] = _ts(
+                    job.end_time if job.end_time is not None else job.last_modified
+                )
+            if job.failure_reason is not None:
+                item["FailureReason"] = job.failure_reason
+            if job.exit_message is not None:
+                item["ExitMessage"] = job.exit_message
+            return item
+
+        return self._list(JobKind.PROCESSING, params, summary, "ProcessingJobSummaries", None)
+
+    # ---------------------------------------------------------------------------------------- lists
+
+    def _list(
+        self,
+        kind: JobKind,
+        params: Mapping[str, Any],
+        summary: Callable[[Job], dict[str, Any]],
+        key: str,
+        extra: Callable[[Job], bool] | None,
+    ) -> dict[str, Any]:
+        jobs = self.engine.jobs(kind)
+        contains = params.get("NameContains")
+        if contains:
+            # Guess: AWS does not say whether NameContains is case-sensitive; the console search is not.
+            needle = str(contains).lower()
+            jobs = [j for j in jobs if needle in j.name.lower()]
+        status = params.get("StatusEquals")
+        if status:
+            jobs = [j for j in jobs if j.status.value == status]
+        for param, attr, after in (
+            ("CreationTimeAfter", "created_at", True),
+            ("CreationTimeBefore", "created_at", False),
+            ("LastModifiedTimeAfter", "last_modified", True),
+            ("LastModifiedTimeBefore", "last_modified", False),
+        ):
+            bound = params.get(param)
+            if bound is None:
+                continue
+            limit = _epoch(bound, param)
+            jobs = [j for j in jobs if (getattr(j, attr) > limit if after else getattr(j, attr) < limit)]
+        if extra is not None:
+            jobs = [j for j in jobs if extra(j)]
+        sort_by = params.get("SortBy") or "CreationTime"
+        descending = (params.get("SortOrder") or "Descending") == "Descending"
+        sort_key: Callable[[Job], Any]
+        if sort_by == "Name":
+            sort_key = lambda j: (j.name, j.seq)  # noqa: E731
+        elif sort_by == "Status":
+            sort_key = lambda j: (j.status.value, j.seq)  # noqa: E731
+        else:
+            sort_key = lambda j: (j.created_at, j.seq)  # noqa: E731
+        jobs.sort(key=sort_key, reverse=descending)
+        max_results = params.get("MaxResults") or DEFAULT_LIST_MAX_RESULTS
+        if not isinstance(max_results, int) or not 1 <= max_results <= 100:
+            raise ApiError(
+                "ValidationException", f"MaxResults: must be between 1 and 100, got {max_results!r}"
+            )
+        offset = _decode_token(params.get("NextToken"))
+        page = jobs[offset : offset + max_results]
+        out: dict[str, Any] = {key: [summary(j) for j in page]}
+        if offset + max_results < len(jobs):
+            out["NextToken"] = _encode_token(offset + max_results)
+        return out
+
+
+def _epoch(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ApiError("ValidationException", f"{field}: must be a timestamp")
+    try:
+        return float(value)
+    except ValueError:
+        from botocore.utils import parse_timestamp
+
+        try:
+            return parse_timestamp(value).timestamp()
+        except (ValueError, TypeError) as exc:
+            raise ApiError("ValidationException", f"{field}: must be a timestamp, got {value!r}") from exc
+
+
+def _encode_token(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def _decode_token(token: Any) -> int:
+    if not token:
+        return 0
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(str(token).encode()))["offset"]
+    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+        raise ApiError("ValidationException", "NextToken: invalid pagination token") from exc
+    if not isinstance(offset, int) or offset < 0:
+        raise ApiError("ValidationException", "NextToken: invalid pagination token")
+    return offset

@@ -1,0 +1,82 @@
+"""``sm-prefs-emulator``: run the offline SageMaker until SIGTERM/SIGINT.
+
+    sm-prefs-emulator --port 5005 --scenario first-choice-scarce
+
+The first line printed is the endpoint URL, so scripts can read it (``--port 0`` picks a free port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from airflow_provider_sm_prefs.testing.scenario import BUILTIN_SCENARIOS, ScenarioError
+from airflow_provider_sm_prefs.testing.server import OfflineSageMaker
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sm-prefs-emulator",
+        description="Offline SageMaker: SageMaker's JSON API with simulated capacity, plus moto for S3 etc.",
+    )
+    parser.add_argument("--port", type=int, default=5005, help="TCP port (0 = pick a free one; default 5005)")
+    parser.add_argument(
+        "--scenario",
+        default="default",
+        help=f"builtin scenario ({', '.join(BUILTIN_SCENARIOS)}) or a YAML/JSON file (default: default)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (default 127.0.0.1; anything else exposes fake AWS to the network)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        emulator = OfflineSageMaker(scenario=args.scenario, port=args.port, host=args.host)
+        emulator.start()
+    except ScenarioError as exc:
+        print(f"sm-prefs-emulator: invalid scenario: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"sm-prefs-emulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit:
+        # werkzeug's make_server exits on bind errors after printing the reason.
+        return 1
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    print(emulator.endpoint_url, flush=True)
+    print(
+        f"sm-prefs-emulator: scenario {emulator.scenario.name!r}, region {emulator.region}, "
+        f"time scale x{emulator.scenario.time_scale:g}; admin at {emulator.endpoint_url}/_emulator/stats",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the console script
+    sys.exit(main())
