@@ -30,7 +30,13 @@ def states_of(dagrun: Any) -> dict[str, str | None]:
 def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
     sm: Any, example_dags: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    sm.load_scenario("first-choice-scarce")
+    sm.load_scenario(
+        {
+            "time_scale": 600,
+            "job_runtime_seconds": 600,
+            "capacity": {"ml.g6.48xlarge": [{"from": 0, "free": 0}]},
+        }
+    )
     dagrun = example_dags.get_dag("sm_prefs_nightly_retrain").test()
     assert states_of(dagrun) == {
         "stage_dataset": "success",

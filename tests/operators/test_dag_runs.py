@@ -74,6 +74,14 @@ def scenario(**overrides: Any) -> dict[str, Any]:
     return base
 
 
+#: The first choice never has capacity; the others are free (not clock-dependent, unlike the builtin).
+FIRST_CHOICE_SCARCE = {
+    "time_scale": 600,
+    "job_runtime_seconds": 600,
+    "capacity": {G6: [{"from": 0, "free": 0}]},
+}
+
+
 def run(dag_id: str, tmp_path: Path, **conf: Any) -> tuple[dict[str, str | None], dict[str, Any] | None]:
     out = tmp_path / f"{dag_id}-out.json"
     dag = getattr(dags, dag_id)
@@ -112,7 +120,7 @@ def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> N
 
 
 def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) -> None:
-    sm.load_scenario("first-choice-scarce")
+    sm.load_scenario(FIRST_CHOICE_SCARCE)
     states, xcom = run(
         "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
     )
@@ -350,14 +358,14 @@ def test_pending_time_below_sagemaker_minimum_fails_before_any_call(
 
 
 def test_non_deferrable_mode_has_the_same_outcome(sm: Any, tmp_path: Path) -> None:
-    sm.load_scenario("first-choice-scarce")
+    sm.load_scenario(FIRST_CHOICE_SCARCE)
     states, xcom = run("t_train_sync", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None and (xcom["preference_rank"], xcom["job_status"]) == (2, "Completed")
 
 
 def test_sensor_on_an_external_job(sm: Any, tmp_path: Path) -> None:
-    sm.load_scenario("first-choice-scarce")
+    sm.load_scenario(FIRST_CHOICE_SCARCE)
     from airflow_provider_sm_prefs.preferences import build_request
 
     request, _ = build_request("training", training_config("external-1"), NIGHTLY, 3600)

@@ -79,7 +79,7 @@ def test_many_waits_share_one_list_loop_and_describe_each_job_about_twice(sm: An
 
 
 def test_per_job_polling_when_sharing_is_off(sm: Any) -> None:
-    sm.load_scenario("first-choice-scarce")
+    sm.load_scenario({"time_scale": 600, "capacity": {G6: [{"from": 0, "free": 0}]}})
     submit(sm, "solo")
     event = asyncio.run(first_event(trigger("solo", shared_poll=False)))
     assert event["status"] == "success" and event["outcome"]["preference_rank"] == 2
