@@ -39,6 +39,7 @@ TRANSIENT_CODES = frozenset(
 NOT_FOUND_MESSAGE = "Requested resource not found"
 _QUOTA_TYPE = re.compile(r"'(ml\.[a-z0-9.\-]+) for (?:training|processing) job usage'")
 MAX_JOB_NAME = 63
+STOP_ATTEMPTS = 12
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
 
 _OPERATIONS = {
@@ -200,24 +201,31 @@ class SageMakerPreferenceHook(SageMakerHook):
             time.sleep(backoff_delay(attempt, cap=30))
 
     def stop_job(self, kind: JobKind, job_name: str) -> bool:
-        """Stop the job; True if a stop was requested, False if it had already ended."""
+        """Stop the job; True if a stop was requested, False if it had already ended.
+
+        :raises Exception: the last transient error when every attempt failed — never a silent
+            False that would leave the job running unattended.
+        """
         stop = getattr(self.conn, self.operation(kind, "stop"))
-        for attempt in range(10):
+        for attempt in range(STOP_ATTEMPTS):
             try:
                 stop(**{_OPERATIONS[kind]["name"]: job_name})
                 self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
                 return True
-            except ClientError as err:
-                if error_code(err) == "ValidationException":
-                    # Already Completed/Failed/Stopped (or unknown): nothing left running.
-                    self.log.info("Stop of %s not needed: %s", job_name, error_message(err))
-                    return False
-                if not is_transient(err):
-                    raise
             except Exception as err:
-                if not is_transient(err):
-                    raise
+                if self._stop_not_needed(job_name, err, last=attempt == STOP_ATTEMPTS - 1):
+                    return False
             time.sleep(backoff_delay(attempt + 1, cap=10))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _stop_not_needed(self, job_name: str, err: Exception, last: bool) -> bool:
+        """True when the job had already ended; re-raises what must not be retried (or the last try)."""
+        if isinstance(err, ClientError) and error_code(err) == "ValidationException":
+            # Already Completed/Failed/Stopped (or unknown): nothing left running.
+            self.log.info("Stop of %s not needed: %s", job_name, error_message(err))
+            return True
+        if last or not is_transient(err):
+            raise err
         return False
 
     # -- async ---------------------------------------------------------------------------------------
@@ -232,20 +240,15 @@ class SageMakerPreferenceHook(SageMakerHook):
             raise
 
     async def stop_job_async(self, client: Any, kind: JobKind, job_name: str) -> bool:
+        """Async twin of :meth:`stop_job`."""
         stop = getattr(client, self.operation(kind, "stop"))
-        for attempt in range(10):
+        for attempt in range(STOP_ATTEMPTS):
             try:
                 await stop(**{_OPERATIONS[kind]["name"]: job_name})
                 self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
                 return True
-            except ClientError as err:
-                if error_code(err) == "ValidationException":
-                    self.log.info("Stop of %s not needed: %s", job_name, error_message(err))
-                    return False
-                if not is_transient(err):
-                    raise
             except Exception as err:
-                if not is_transient(err):
-                    raise
+                if self._stop_not_needed(job_name, err, last=attempt == STOP_ATTEMPTS - 1):
+                    return False
             await asyncio.sleep(backoff_delay(attempt + 1, cap=10))
-        return False
+        raise AssertionError("unreachable")  # pragma: no cover

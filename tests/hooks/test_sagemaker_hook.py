@@ -1,0 +1,140 @@
+"""The hook's AWS calls against the offline SageMaker, and its pure helpers."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from airflow_provider_sm_prefs.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.hooks.sagemaker import (
+    SageMakerPreferenceHook,
+    is_not_found,
+    is_transient,
+    sanitize_job_name,
+    service_now,
+)
+from airflow_provider_sm_prefs.preferences import JobKind, build_request
+
+G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"
+
+
+def request(name: str = "hooked", prefs: Any = None) -> tuple[dict[str, Any], Any]:
+    config = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
+        "RoleArn": "arn:aws:iam::123456789012:role/r",
+        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+        "ResourceConfig": {"VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+    }
+    return build_request(
+        "training",
+        config,
+        prefs or [{"instance_type": P4D, "instance_count": 1}, {"instance_type": G5, "instance_count": 4}],
+        3600,
+    )
+
+
+def client_error(code: str, status: int = 400, message: str = "x") -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (client_error("ThrottlingException"), True),
+        (client_error("InternalFailure", 500), True),
+        (client_error("ServiceUnavailable", 503), True),
+        (client_error("SomethingNew", 502), True),
+        (EndpointConnectionError(endpoint_url="http://x"), True),
+        (client_error("ValidationException"), False),
+        (client_error("AccessDeniedException", 403), False),
+        (client_error("ResourceLimitExceeded"), False),
+    ],
+)
+def test_transient_errors_are_told_from_terminal_ones(error: Exception, transient: bool) -> None:
+    assert is_transient(error) is transient
+
+
+def test_not_found_is_recognised_by_code_and_message() -> None:
+    assert is_not_found(client_error("ValidationException", message="Requested resource not found."))
+    assert not is_not_found(client_error("ValidationException", message="bad input"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "suffix"),
+    [("nightly_retrain 2026/11/29", ""), ("x" * 80, "-r2"), ("--weird..name--", ""), ("", "")],
+)
+def test_job_names_are_sanitised(raw: str, suffix: str) -> None:
+    name = sanitize_job_name(raw, suffix)
+    assert re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", name), name
+    assert name.endswith(suffix)
+
+
+def test_service_clock_comes_from_the_date_header() -> None:
+    response = {"ResponseMetadata": {"HTTPHeaders": {"date": "Sun, 29 Nov 2026 02:00:00 GMT"}}}
+    assert service_now(response).isoformat() == "2026-11-29T02:00:00+00:00"
+
+
+def test_create_describe_stop_round_trip(sm: Any) -> None:
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
+    req, prefs = request()
+    hook.create_job(JobKind.TRAINING, req, prefs)
+    described = hook.describe_job(JobKind.TRAINING, "hooked")
+    assert described is not None and described["TrainingJobName"] == "hooked"
+    assert hook.describe_job(JobKind.TRAINING, "nope") is None
+    assert hook.stop_job(JobKind.TRAINING, "hooked") is True
+
+
+def test_stopping_an_ended_job_is_not_an_error(sm: Any) -> None:
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
+    req, prefs = request("short")
+    hook.create_job(JobKind.TRAINING, req, prefs)
+    sm.advance(100000)
+    assert sm.job("short")["status"] == "Completed"
+    assert hook.stop_job(JobKind.TRAINING, "short") is False
+
+
+def test_create_rides_out_throttling_without_duplicates(sm: Any) -> None:
+    sm.set_faults(throttle_rate=0.5, error_rate=0.1)
+    hook = SageMakerPreferenceHook(
+        aws_conn_id="aws_default", config={"retries": {"max_attempts": 1, "mode": "standard"}}
+    )
+    try:
+        req, prefs = request("throttled")
+        hook.create_job(JobKind.TRAINING, req, prefs)
+    finally:
+        sm.clear_faults()
+    assert [j["name"] for j in sm.jobs()] == ["throttled"]
+
+
+def test_quota_rejection_names_the_entry(sm: Any) -> None:
+    sm.load_scenario({"quotas": {"training": {G5: 1}}})
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
+    req, prefs = request("quota")
+    with pytest.raises(QuotaExceededError) as err:
+        hook.create_job(JobKind.TRAINING, req, prefs)
+    assert err.value.instance_type == G5
+    assert "instance_preferences[1] (ml.g5.48xlarge) lacks quota" in str(err.value)
+    assert "The account-level service limit 'ml.g5.48xlarge for training job usage' is 1 Instances" in str(
+        err.value
+    )
+
+
+def test_other_rejections_become_submission_errors(sm: Any) -> None:
+    sm.load_scenario({"training_plans": []})
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
+    plan = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/unknown-plan"
+    req, prefs = request(
+        "noplan", [{"instance_type": "ml.p5.48xlarge", "instance_count": 1, "training_plan_arn": plan}]
+    )
+    with pytest.raises(JobSubmissionError, match="ValidationException"):
+        hook.create_job(JobKind.TRAINING, req, prefs)
