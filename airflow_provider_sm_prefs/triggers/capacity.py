@@ -28,6 +28,8 @@ from airflow_provider_sm_prefs.triggers.watcher import (
     ListingUnavailable,
     capacity_changed,
     job_ended,
+    settings_key,
+    shared_client,
     watcher_for,
 )
 
@@ -179,7 +181,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         last_phase: Phase | None = None
         last_log_at: datetime | None = None
         shared = self.shared_poll
-        async with await hook.get_async_conn() as client:
+        client_key = settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+        async with shared_client(client_key, hook.get_async_conn) as client:
             while True:
                 try:
                     describe = await hook.describe_job_async(client, kind, self.job_name)
@@ -253,32 +256,14 @@ class SageMakerCapacityTrigger(BaseTrigger):
         phase: Phase,
     ) -> None:
         """Wait until the shared List loop sees this job change (or the safety/deadline timer fires)."""
-        watcher = watcher_for(
-            kind,
-            self._client_factory(hook),
-            self.aws_conn_id,
-            self.region_name,
-            self.verify,
-            self.botocore_config,
-        )
+        client_key = settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+        watcher = watcher_for(kind, client_key, hook.get_async_conn)
         created = describe.get("CreationTime") or now
         if not isinstance(created, datetime):
             created = now
         is_change = capacity_changed if self.wait_for == WaitFor.CAPACITY.value else job_ended
         timeout = self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), describe, now, phase)
         await watcher.wait_for_change(self.job_name, created, is_change, self.poll_interval, timeout)
-
-    @staticmethod
-    def _client_factory(hook: SageMakerPreferenceHook) -> Any:
-        class _Client:
-            async def __aenter__(self) -> Any:
-                self._ctx = await hook.get_async_conn()
-                return await self._ctx.__aenter__()
-
-            async def __aexit__(self, *exc: Any) -> None:
-                await self._ctx.__aexit__(*exc)
-
-        return _Client
 
     def _sleep_for(self, interval: float, describe: dict[str, Any], now: datetime, phase: Phase) -> float:
         """Never sleep far past the client deadline."""

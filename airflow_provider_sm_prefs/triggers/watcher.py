@@ -45,6 +45,75 @@ _LIST = {
 }
 
 
+class _SharedClient:
+    """One aiobotocore client per connection settings and event loop, shared by every trigger.
+
+    Creating a botocore client costs tens of milliseconds of CPU (service model, config files,
+    event hooks) and a connection lookup; a triggerer holding 1,000 waits would spend most of its
+    CPU on that. The client is opened on first use and closed when its last user leaves.
+    """
+
+    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any]) -> None:
+        self.key = key
+        self._opener = opener
+        self._ctx: Any = None
+        self.client: Any = None
+        self.users = 0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> Any:
+        async with self._lock:
+            if self.client is None:
+                self._ctx = await self._opener()
+                self.client = await self._ctx.__aenter__()
+            self.users += 1
+            return self.client
+
+    async def release(self) -> None:
+        async with self._lock:
+            self.users -= 1
+            if self.users > 0 or self.client is None:
+                return
+            ctx, self._ctx, self.client = self._ctx, None, None
+            _CLIENTS.pop(self.key, None)
+        await ctx.__aexit__(None, None, None)
+
+
+_CLIENTS: dict[tuple[Any, ...], _SharedClient] = {}
+
+
+def settings_key(
+    aws_conn_id: str | None,
+    region_name: str | None,
+    verify: bool | str | None,
+    botocore_config: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """What makes two triggers' clients interchangeable, on the running event loop."""
+    return (
+        id(asyncio.get_running_loop()),
+        aws_conn_id,
+        region_name,
+        str(verify),
+        json.dumps(botocore_config, sort_keys=True, default=str),
+    )
+
+
+class shared_client:
+    """Borrow the process's client for these settings; ``opener`` is ``hook.get_async_conn``."""
+
+    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any]) -> None:
+        entry = _CLIENTS.get(key)
+        if entry is None:
+            entry = _CLIENTS[key] = _SharedClient(key, opener)
+        self._entry = entry
+
+    async def __aenter__(self) -> Any:
+        return await self._entry.acquire()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._entry.release()
+
+
 class ListingUnavailable(RuntimeError):
     """Listing failed for a non-transient reason (e.g. no ListTrainingJobs permission)."""
 
@@ -86,14 +155,17 @@ def job_ended(summary: dict[str, Any]) -> bool:
 class JobListWatcher:
     """Polls List* for one connection, region and job kind, and wakes registered waiters.
 
-    :param client_factory: returns an async context manager yielding an aiobotocore SageMaker client.
+    :param key: the settings key (see :func:`settings_key`) plus the job kind.
+    :param opener: ``hook.get_async_conn`` of the first trigger that asked; used through
+        :class:`shared_client`, so the watcher and the triggers share one client.
     :param kind: which List* call to use.
     """
 
-    def __init__(self, key: tuple[Any, ...], client_factory: Callable[[], Any], kind: JobKind) -> None:
+    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any], kind: JobKind) -> None:
         self.key = key
         self.kind = kind
-        self._client_factory = client_factory
+        self._client_key = key[:-1]
+        self._opener = opener
         self._waiters: dict[str, list[_Waiter]] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -146,7 +218,7 @@ class JobListWatcher:
         loop = asyncio.get_running_loop()
         attempt = 0
         try:
-            async with self._client_factory() as client:
+            async with shared_client(self._client_key, self._opener) as client:
                 while True:
                     if not self._waiters:
                         idle_since = idle_since or loop.time()
@@ -236,25 +308,10 @@ class JobListWatcher:
 _WATCHERS: dict[tuple[Any, ...], JobListWatcher] = {}
 
 
-def watcher_for(
-    kind: JobKind,
-    client_factory: Callable[[], Any],
-    aws_conn_id: str | None,
-    region_name: str | None,
-    verify: bool | str | None,
-    botocore_config: dict[str, Any] | None,
-) -> JobListWatcher:
-    """The process's watcher for these connection settings on the running event loop."""
-    loop = asyncio.get_running_loop()
-    key = (
-        id(loop),
-        kind.value,
-        aws_conn_id,
-        region_name,
-        str(verify),
-        json.dumps(botocore_config, sort_keys=True, default=str),
-    )
+def watcher_for(kind: JobKind, client_key: tuple[Any, ...], opener: Callable[[], Any]) -> JobListWatcher:
+    """The process's watcher for these connection settings (``settings_key``) and job kind."""
+    key = (*client_key, kind.value)
     watcher = _WATCHERS.get(key)
     if watcher is None:
-        watcher = _WATCHERS[key] = JobListWatcher(key, client_factory, kind)
+        watcher = _WATCHERS[key] = JobListWatcher(key, opener, kind)
     return watcher
