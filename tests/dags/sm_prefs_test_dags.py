@@ -78,3 +78,21 @@ with DAG(
     params=dict(PARAMS),
 ) as t_sensor:
     SageMakerCapacitySensor(task_id="job", job_name="{{ params.job_name }}", poll_interval=POLL) >> consume()
+
+with DAG(
+    "t_sensor_poke",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    params=dict(PARAMS),
+) as t_sensor_poke:
+    (
+        SageMakerCapacitySensor(
+            task_id="job",
+            job_name="{{ params.job_name }}",
+            deferrable=False,
+            poke_interval=0.2,
+            max_pending=3600,
+        )
+        >> consume()
+    )

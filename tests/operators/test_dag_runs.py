@@ -378,3 +378,28 @@ def test_sensor_on_an_external_job(sm: Any, tmp_path: Path) -> None:
         xcom["preference_rank"],
     ) == ("external-1", G5, 2)
     assert creates(sm) == 1
+
+
+def test_poking_sensor_reports_the_same_outcome(sm: Any, tmp_path: Path) -> None:
+    sm.load_scenario(FIRST_CHOICE_SCARCE)
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    request, _ = build_request("training", training_config("external-2"), NIGHTLY, 3600)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    states, xcom = run("t_sensor_poke", tmp_path, job_name="external-2")
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None and (xcom["selected_instance_type"], xcom["preference_rank"]) == (G5, 2)
+
+
+def test_poking_sensor_times_out_without_stopping_someone_elses_job(
+    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sm.load_scenario({"time_scale": 3600, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    request, _ = build_request("training", training_config("external-3"), NIGHTLY, 86400)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    states, _ = run("t_sensor_poke", tmp_path, job_name="external-3")
+    assert states["job"] == "failed"
+    assert "Timed out waiting for capacity" in logs(capfd)
+    assert sm.job("external-3")["status"] == "InProgress"
