@@ -265,7 +265,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         job_name: str,
     ) -> dict[str, Any]:
         try:
-            self.hook.create_job(kind, request, prefs)
+            response = self.hook.create_job(kind, request, prefs)
         except ClientError as err:
             if error_code(err) != "ResourceInUse":
                 raise
@@ -280,10 +280,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
                 f"make {self._name_field} unique per run, e.g. include {{{{ ts_nodash }}}}"
             ) from err
-        except errors.QuotaExceededError:
-            raise
         self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
-        return self.hook.describe_job(kind, job_name) or {}
+        return response  # carries the ARN; the status is read once, right before deferring
 
     def _persist_links(self, context: Context, job_name: str) -> None:
         try:
