@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench clean
+.PHONY: help install test lint demo bench airflow e2e postgres clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -12,6 +12,8 @@ help:
 	@echo "make lint     - ruff and mypy"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks (not part of make test)"
+	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
+	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
@@ -21,11 +23,20 @@ $(VENV)/.installed: pyproject.toml uv.lock
 install: $(VENV)/.installed
 
 test: install
-	$(RUN) pytest
+	$(RUN) pytest -m "not e2e"
+
+postgres:
+	.ci/postgres.sh
+
+e2e: install postgres
+	$(RUN) pytest -m e2e tests/e2e
+
+airflow: install postgres
+	$(RUN) python -m airflow_provider_sm_prefs.testing.deployment up --port 8080
 
 lint: install
-	$(RUN) ruff check .
-	$(RUN) ruff format --check .
+	$(RUN) ruff check airflow_provider_sm_prefs tests dags_examples benchmarks
+	$(RUN) ruff format --check airflow_provider_sm_prefs tests dags_examples benchmarks
 	$(RUN) mypy
 
 demo: install

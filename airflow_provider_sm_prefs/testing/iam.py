@@ -1,0 +1,210 @@
+"""Which IAM permissions a set of AWS calls needs, and whether a policy document grants them (pure).
+
+Used by the tests that hold ``docs/iam-policy.json`` to what the provider really calls: record every
+botocore call (:func:`recording_calls`), turn the calls into IAM requests (:func:`required`) and check
+each against the policy's Allow statements (:func:`denied`). The evaluator covers what the policy uses:
+``Action``/``Resource`` with ``*`` and ``?`` wildcards and ``StringEquals``/``StringLike`` conditions on
+the keys this module fills in; anything else in a statement makes it not match (fail closed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: S3 operations botocore sends, and the IAM action each is authorised by.
+S3_ACTIONS: Mapping[str, str] = {
+    "HeadBucket": "s3:ListBucket",
+    "ListObjects": "s3:ListBucket",
+    "ListObjectsV2": "s3:ListBucket",
+    "CreateBucket": "s3:CreateBucket",
+    "PutObject": "s3:PutObject",
+    "GetObject": "s3:GetObject",
+    "HeadObject": "s3:GetObject",
+    "DeleteObject": "s3:DeleteObject",
+}
+#: Calls that need no permission at all (AWS answers them for any valid credentials).
+UNAUTHORISED_CALLS = frozenset({("sts", "GetCallerIdentity")})
+_JOB_RESOURCE = {
+    "TrainingJobName": "training-job",
+    "ProcessingJobName": "processing-job",
+}
+_TAGGING_CREATES = frozenset({"CreateTrainingJob", "CreateProcessingJob"})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One AWS API call as botocore saw it."""
+
+    service: str
+    operation: str
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One IAM authorisation request: action, resource ARN and the condition context AWS would set."""
+
+    action: str
+    resource: str
+    context: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        extra = "".join(f" [{k}={v}]" for k, v in self.context)
+        return f"{self.action} on {self.resource}{extra}"
+
+
+def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "123456789012") -> set[Request]:
+    """The IAM requests AWS would authorise for ``calls``.
+
+    A Create* call with ``Tags`` also needs ``sagemaker:AddTags`` on the new job (AWS authorises tagging
+    on create separately) and every ``RoleArn`` sent to SageMaker needs ``iam:PassRole`` on that role.
+    """
+    requests: set[Request] = set()
+    for call in calls:
+        if (call.service, call.operation) in UNAUTHORISED_CALLS:
+            continue
+        if call.service == "s3":
+            bucket = str(call.params.get("Bucket", "*"))
+            key = call.params.get("Key")
+            action = S3_ACTIONS.get(call.operation, f"s3:{call.operation}")
+            resource = (
+                f"arn:aws:s3:::{bucket}/{key}"
+                if key is not None and action != "s3:ListBucket"
+                else f"arn:aws:s3:::{bucket}"
+            )
+            requests.add(Request(action, resource))
+            continue
+        if call.service != "sagemaker":
+            requests.add(Request(f"{call.service}:{call.operation}", "*"))
+            continue
+        resource = "*"
+        for param, kind in _JOB_RESOURCE.items():
+            if param in call.params:
+                # AWS lower-cases job names in ARNs.
+                resource = f"arn:aws:sagemaker:{region}:{account}:{kind}/{str(call.params[param]).lower()}"
+        requests.add(Request(f"sagemaker:{call.operation}", resource))
+        if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
+            requests.add(
+                Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),))
+            )
+        role = call.params.get("RoleArn")
+        if role:
+            requests.add(
+                Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
+            )
+    return requests
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _matches(patterns: Sequence[str], value: str) -> bool:
+    # IAM wildcards are * and ?, matched case-sensitively except for the action's service prefix.
+    return any(fnmatch.fnmatchcase(value, p) for p in patterns)
+
+
+def _conditions_hold(condition: Mapping[str, Any], context: Mapping[str, str]) -> bool:
+    for operator, tests in (condition or {}).items():
+        if operator not in ("StringEquals", "StringLike"):
+            return False
+        for key, expected in tests.items():
+            value = context.get(key)
+            if value is None:
+                return False
+            allowed = _as_list(expected)
+            if operator == "StringEquals" and value not in allowed:
+                return False
+            if operator == "StringLike" and not _matches(allowed, value):
+                return False
+    return True
+
+
+def allows(policy: Mapping[str, Any], request: Request) -> bool:
+    """True if an Allow statement of ``policy`` grants ``request`` and no Deny statement refuses it."""
+    context = dict(request.context)
+    allowed = False
+    for statement in _as_list_of_statements(policy):
+        if "NotAction" in statement or "NotResource" in statement:
+            continue  # not used by our policy; never let them widen a grant
+        actions = [a.lower() for a in _as_list(statement.get("Action"))]
+        if not _matches(actions, request.action.lower()):
+            continue
+        if not _matches(_as_list(statement.get("Resource")), request.resource):
+            continue
+        if not _conditions_hold(statement.get("Condition") or {}, context):
+            continue
+        if statement.get("Effect") == "Deny":
+            return False
+        allowed = allowed or statement.get("Effect") == "Allow"
+    return allowed
+
+
+def _as_list_of_statements(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    statements = policy.get("Statement") or []
+    return [statements] if isinstance(statements, Mapping) else list(statements)
+
+
+def denied(policy: Mapping[str, Any], requests: Iterable[Request]) -> list[Request]:
+    """The requests ``policy`` does not grant, sorted for a readable assertion message."""
+    return sorted((r for r in requests if not allows(policy, r)), key=str)
+
+
+def load_policy(path: Path | str) -> dict[str, Any]:
+    policy: dict[str, Any] = json.loads(Path(path).read_text())
+    return policy
+
+
+def granted_actions(policy: Mapping[str, Any]) -> set[str]:
+    """Every action named by an Allow statement (no wildcards expanded)."""
+    return {
+        a
+        for s in _as_list_of_statements(policy)
+        if s.get("Effect") == "Allow"
+        for a in _as_list(s.get("Action"))
+    }
+
+
+@contextlib.contextmanager
+def recording_calls() -> Iterator[list[Call]]:
+    """Record every botocore and aiobotocore API call made in this process while the block runs."""
+    from unittest import mock
+
+    import botocore.client
+
+    calls: list[Call] = []
+
+    def _record(client: Any, operation: str, params: Mapping[str, Any]) -> None:
+        model = client.meta.service_model
+        service = model.signing_name or model.endpoint_prefix
+        calls.append(Call(str(service), operation, dict(params or {})))
+
+    sync_original = botocore.client.BaseClient._make_api_call
+
+    def sync_call(self: Any, operation_name: str, api_params: Mapping[str, Any]) -> Any:
+        _record(self, operation_name, api_params)
+        return sync_original(self, operation_name, api_params)
+
+    patches = [mock.patch.object(botocore.client.BaseClient, "_make_api_call", sync_call)]
+    try:
+        import aiobotocore.client
+
+        async_original = aiobotocore.client.AioBaseClient._make_api_call
+
+        async def async_call(self: Any, operation_name: str, api_params: Mapping[str, Any]) -> Any:
+            _record(self, operation_name, api_params)
+            return await async_original(self, operation_name, api_params)
+
+        patches.append(mock.patch.object(aiobotocore.client.AioBaseClient, "_make_api_call", async_call))
+    except ImportError:  # aiobotocore is optional for the sync paths
+        pass
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield calls

@@ -1,0 +1,81 @@
+"""DAGs the end-to-end suite (tests/e2e) triggers through the REST API of a running Airflow.
+
+Each is driven by ``conf`` (DAG params), like the dag.test() DAGs next to it. The poll cadence comes
+from the environment at parse time, as in the example DAGs (the e2e deployment sets it).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+from airflow_provider_sm_prefs.outcome import XComKey
+
+POLL = float(os.environ.get("SM_PREFS_POLL_INTERVAL", "0.5"))
+MAX_POLL = float(os.environ.get("SM_PREFS_MAX_POLL_INTERVAL", "2"))
+
+
+@task
+def plan_jobs(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``params.count`` Create requests: copies of ``params.config`` named ``<name_prefix>-000``, ``-001``."""
+    assert params is not None
+    base = dict(params["config"])
+    return [
+        {**base, "TrainingJobName": f"{params['name_prefix']}-{i:03d}"} for i in range(int(params["count"]))
+    ]
+
+
+@task
+def consume(ti: Any = None) -> dict[str, Any]:
+    """A downstream task reading what the job task pushed (it must not run when the job task fails)."""
+    return {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
+
+
+with DAG(
+    "e2e_fleet",
+    description="params.count training jobs as mapped tasks, each waiting for capacity and completion",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    render_template_as_native_obj=True,
+    max_active_tasks=64,
+    params={"config": {}, "prefs": None, "max_pending": None, "count": 1, "name_prefix": "fleet"},
+    default_args={"retries": 0},
+) as e2e_fleet:
+    SageMakerPreferenceTrainingOperator.partial(
+        task_id="job",
+        instance_preferences="{{ params.prefs }}",
+        max_pending="{{ params.max_pending }}",
+        poll_interval=POLL,
+        max_poll_interval=MAX_POLL,
+        wait_for_completion=True,
+        max_active_tis_per_dagrun=64,
+    ).expand(config=plan_jobs())
+
+
+with DAG(
+    "e2e_retry",
+    description="One training job with a retry: the retry must reattach to the first try's job",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    render_template_as_native_obj=True,
+    params={"config": {}, "prefs": None, "max_pending": None},
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=0)},
+) as e2e_retry:
+    (
+        SageMakerPreferenceTrainingOperator(
+            task_id="job",
+            config="{{ params.config }}",
+            instance_preferences="{{ params.prefs }}",
+            max_pending="{{ params.max_pending }}",
+            poll_interval=POLL,
+            max_poll_interval=MAX_POLL,
+            wait_for_completion=True,
+        )
+        >> consume()
+    )

@@ -1,0 +1,106 @@
+"""The e2e suite's deployment and its reliability ledger.
+
+One :class:`LocalAirflow` per test module (api-server, scheduler, dag-processor, triggerer and the
+offline SageMaker as separate processes). Every scenario records a row; at the end of the session
+the rows are merged into docs/reliability.json and docs/reliability.md is re-rendered.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import e2e_reliability
+from e2e_reliability import Ledger
+
+from airflow_provider_sm_prefs.testing.deployment import LocalAirflow
+
+#: Every DAG the e2e tests trigger; the deployment is ready once all are parsed.
+E2E_DAGS = (
+    "sm_prefs_nightly_retrain",
+    "t_train_capacity",
+    "t_train_complete",
+    "t_process",
+    "e2e_fleet",
+    "e2e_retry",
+)
+
+
+@pytest.fixture(scope="session")
+def ledger() -> Iterator[Ledger]:
+    book = Ledger()
+    yield book
+    if book.rows and not os.environ.get("SM_PREFS_E2E_NO_TABLE"):
+        e2e_reliability.write(book.rows)
+
+
+def _interrupt_on_sigterm(signum: int, frame: Any) -> None:
+    # pytest tears fixtures down on KeyboardInterrupt but not on SIGTERM (CI cancel, `timeout`): without
+    # this, a cancelled run would leave the deployment's processes behind.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory, ledger: Ledger) -> Iterator[LocalAirflow]:
+    """A running Airflow + offline SageMaker shared by the module's tests; always torn down."""
+    root = Path(tmp_path_factory.mktemp("e2e-airflow"))
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+    # PostgreSQL by default: SQLite stalls once dozens of tasks defer and resume at once (see the report in
+    # docs/reliability.md); SM_PREFS_E2E_DB=sqlite runs the suite on SQLite anyway.
+    deployment = LocalAirflow(
+        root,
+        scenario="default",
+        poll_interval=0.5,
+        max_poll_interval=2.0,
+        parallelism=24,
+        database=os.environ.get("SM_PREFS_E2E_DB", "postgres"),
+    )
+    try:
+        deployment.start()
+        deployment.wait_for_dags(E2E_DAGS, timeout=180)
+        ledger.database = "PostgreSQL" if deployment.database_backend == "postgres" else "SQLite"
+    except BaseException:
+        deployment.stop()
+        _print_log_tails(deployment)
+        raise
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+        sys.stderr.write(f"\ne2e deployment logs kept in {deployment.log_dir}\n")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A scenario that failed half-way must not leave tasks running into the next one."""
+    yield
+    if "airflow" in request.fixturenames:
+        deployment = request.getfixturevalue("airflow")
+        abandoned = deployment.fail_active_runs()
+        if abandoned:
+            sys.stderr.write(f"\nmarked failed after {request.node.name}: {abandoned}\n")
+
+
+def _print_log_tails(deployment: LocalAirflow, lines: int = 40) -> None:
+    for log in sorted(deployment.log_dir.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        sys.stderr.write(f"\n==> {log} <==\n" + "\n".join(tail) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    """Point at the component logs when an e2e test fails: that is where the story is."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "airflow" in getattr(item, "funcargs", {}):
+        deployment = item.funcargs["airflow"]
+        if isinstance(deployment, LocalAirflow):
+            report.sections.append(("e2e deployment", f"component logs: {deployment.log_dir}"))

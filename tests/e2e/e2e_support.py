@@ -1,0 +1,145 @@
+"""Helpers shared by the e2e tests: request and scenario builders, and the end-of-scenario checks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_sm_prefs.testing import iam
+from airflow_provider_sm_prefs.testing.deployment import ACTIVE_TI_STATES, LocalAirflow
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY_PATH = ROOT / "docs" / "iam-policy.json"
+#: The placeholder account of docs/iam-policy.json; the emulator's account replaces it when checking.
+POLICY_ACCOUNT = "111122223333"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
+
+#: Owner of a job: (dag_id, run_id, task_id, map_index).
+Owner = tuple[str, str, str, int]
+
+
+def training_config(name: str, tags: Mapping[str, str] | None = None, **resource: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
+            "TrainingInputMode": "File",
+        },
+        "RoleArn": ROLE,
+        "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
+        "ResourceConfig": {"VolumeSizeInGB": 50, **resource},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+    }
+    if tags:
+        config["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    return config
+
+
+def processing_config(name: str, **cluster: Any) -> dict[str, Any]:
+    return {
+        "ProcessingJobName": name,
+        "AppSpecification": {"ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/prep:1"},
+        "RoleArn": ROLE,
+        "ProcessingResources": {"ClusterConfig": {"VolumeSizeInGB": 30, **cluster}},
+    }
+
+
+def scenario(name: str, **overrides: Any) -> dict[str, Any]:
+    """A scenario dict: plenty of everything at x60 unless overridden."""
+    base: dict[str, Any] = {
+        "name": name,
+        "time_scale": 60,
+        "job_runtime_seconds": 120,
+        "phase_seconds": {"starting": 30, "downloading": 30, "uploading": 30, "stopping": 30},
+        "pending_timeout_outcome": "stopped",
+        "processing_when_no_capacity": "wait",
+    }
+    base.update(overrides)
+    return base
+
+
+def pending_from_timeline(job: Mapping[str, Any]) -> float:
+    """Seconds a job spent with secondary status Pending, summed from the emulator's own timeline."""
+    timeline = job["timeline"]
+    total = 0.0
+    for entry, following in itertools.pairwise(timeline):
+        if entry["secondary_status"] == "Pending":
+            total += following["emulated_time"] - entry["emulated_time"]
+    return total
+
+
+def unattended_jobs(af: LocalAirflow, owners: Mapping[str, Owner]) -> list[str]:
+    """Emulator jobs still InProgress whose task is no longer looking after them.
+
+    A job with no known owner counts as unattended: nothing in Airflow is waiting on it.
+    """
+    states: dict[tuple[str, str], dict[tuple[str, int], str | None]] = {}
+    found = []
+    for job in af.sm.jobs():
+        if job["status"] != "InProgress":
+            continue
+        owner = owners.get(job["name"])
+        if owner is None:
+            found.append(f"{job['name']} (no task owns it)")
+            continue
+        dag_id, run_id, task_id, map_index = owner
+        if (dag_id, run_id) not in states:
+            states[(dag_id, run_id)] = {
+                (ti["task_id"], ti["map_index"]): ti["state"] for ti in af.task_instances(dag_id, run_id)
+            }
+        state = states[(dag_id, run_id)].get((task_id, map_index))
+        if state not in ACTIVE_TI_STATES:
+            found.append(f"{job['name']} (task {task_id}[{map_index}] is {state})")
+    return found
+
+
+def policy_for(account: str) -> dict[str, Any]:
+    """docs/iam-policy.json with its placeholder account replaced by ``account``."""
+    policy: dict[str, Any] = json.loads(POLICY_PATH.read_text().replace(POLICY_ACCOUNT, account))
+    return policy
+
+
+def operations_outside_policy(af: LocalAirflow) -> list[str]:
+    """SageMaker operations the emulator received that docs/iam-policy.json does not allow."""
+    stats = af.sm.stats()
+    account = str(af.sm.scenario_dict().get("account_id", "123456789012"))
+    policy = policy_for(account)
+    calls = [
+        iam.Call("sagemaker", op, {param: job} if (param := _name_param(op)) else {})
+        for job, ops in stats["jobs"].items()
+        for op in ops
+    ]
+    calls += [iam.Call("sagemaker", op) for op in stats["operations"] if _name_param(op) is None]
+    return [str(r) for r in iam.denied(policy, iam.required(calls, account=account))]
+
+
+def _name_param(operation: str) -> str | None:
+    if "Training" in operation and not operation.startswith("List"):
+        return "TrainingJobName"
+    if "Processing" in operation and not operation.startswith("List"):
+        return "ProcessingJobName"
+    return None
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def fault_summary(stats: Mapping[str, Any]) -> str:
+    throttled = sum(stats.get("throttled", {}).values())
+    errors = sum(stats.get("errors", {}).values())
+    dropped = sum(stats.get("dropped", {}).values())
+    calls = sum(stats.get("operations", {}).values())
+    return f"{throttled} throttled + {errors} 5xx + {dropped} dropped of {calls} SageMaker calls"
