@@ -1,0 +1,585 @@
+"""Benchmark: waiting for SageMaker capacity with many deferred tasks, and the DAG parse cost.
+
+    .venv/bin/python -m benchmarks.run                  # full run (≈ 25-30 min on 2 cores)
+    .venv/bin/python -m benchmarks.run --smoke          # tiny, ≈ 45 s, for the test suite
+    .venv/bin/python -m benchmarks.run --sizes 1000 --variants ours,stock --no-throttled --no-parse
+
+For each N and each variant (``ours``, ``stock``, ``naive``; see :mod:`benchmarks.variants`) the
+harness loads a fresh scenario into one offline SageMaker process (:mod:`benchmarks.workload`),
+submits N training jobs with boto3, starts a separate trigger process
+(:mod:`benchmarks.trigger_process`) that runs N triggers in one event loop, and measures it. Every
+variant at a given N gets the same scenario, seed, time scale and real-time schedule:
+
+1. load the scenario (the emulated clock starts), submit the jobs, start the trigger process;
+2. ``GO``: all triggers start at once (a triggerer picking up N deferred tasks);
+3. warm-up: wait until every job has been looked at once (each described, or a full
+   ListTrainingJobs pass), at most ``warm-up cap`` seconds;
+4. jump the emulated clock forward (``advance``) so the first capacity step comes ``quiet`` seconds
+   later, whatever the variant's warm-up took; the warm-up time is reported on its own;
+5. the quiet window: every job waits and nothing changes, which is what a deployment does for hours;
+   the waiting-only call rate, CPU and loop lag are measured here;
+6. capacity steps arrive over ``span`` real seconds; the run ends when every trigger has fired, or
+   ``tail`` seconds after the last step. Detection latencies come from this phase.
+
+Prints Markdown tables and writes everything to ``benchmarks/results/bench-<timestamp>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import metrics, report
+from benchmarks.processes import (
+    EmulatorProcess,
+    ProcessError,
+    TriggerProcess,
+    airflow_env,
+    bytecode_env,
+    child_env,
+    git_revision,
+    machine_info,
+)
+from benchmarks.variants import ALL_VARIANTS, VARIANTS
+from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
+
+RESULTS = Path(__file__).resolve().parent / "results"
+LIST_PAGE = 100  # ListTrainingJobs' largest page: a full pass over N jobs takes ceil(N / 100) calls
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything that shapes a benchmark run (recorded in the result).
+
+    :param sizes: numbers of concurrent jobs.
+    :param variants: variant keys, run in this order at each size.
+    :param throttled_size: N of the throttled runs (None: none).
+    :param throttle_rate: DescribeTrainingJob and ListTrainingJobs calls per second the emulator allows.
+    :param poll_interval: every variant's cadence (seconds).
+    :param time_scale: emulated seconds per real second.
+    :param span: real seconds over which the N capacity steps come.
+    :param quiet: real seconds between the clock jump and the first step (the waiting-only window;
+        one poll interval, so every per-job poller polls about once in it).
+    :param tail: real seconds after the last step before stragglers are given up.
+    :param throttled_tail: the same for the throttled runs (where the per-job pollers fall behind and
+        always use all of it).
+    :param warm_cap_base: warm-up cap, fixed part (seconds).
+    :param warm_cap_per_job: warm-up cap per job (seconds).
+    :param throttled_warm_cap: warm-up cap of the throttled runs (under the rate limit the per-job
+        pollers cannot look at every job quickly anyway; what is measured there is failures).
+    :param setup_per_job: expected submission time per job (seconds), to place the first step.
+    :param parse_processes: fresh processes per DAG file in the parse-cost benchmark (0: skip it).
+    :param parse_repeat: parses per process.
+    :param budget: seconds the whole run may take; runs that would not fit are skipped.
+    :param seed: seed of the capacity schedules (per N: ``seed + N``).
+    :param smoke: the tiny configuration of the test suite.
+    :param log_level: Airflow log level in the trigger process (its log goes to the run directory).
+    :param profile: run the trigger process under cProfile (diagnosis only: inflates CPU figures).
+    :param prespawn: start the next run's trigger process (its imports) while this run is measured;
+        only for the smoke test, where the figures do not matter and time does.
+    """
+
+    sizes: tuple[int, ...] = (100, 1000, 3000)
+    variants: tuple[str, ...] = ALL_VARIANTS
+    throttled_size: int | None = 1000
+    throttle_rate: float = 10.0
+    poll_interval: float = 30.0
+    time_scale: float = 60.0
+    span: float = 40.0
+    quiet: float = 30.0
+    tail: float = 60.0
+    throttled_tail: float = 45.0
+    warm_cap_base: float = 15.0
+    warm_cap_per_job: float = 0.05
+    throttled_warm_cap: float = 30.0
+    setup_per_job: float = 0.004
+    parse_processes: int = 10
+    parse_repeat: int = 5
+    budget: float = 1800.0
+    seed: int = 20261129
+    smoke: bool = False
+    log_level: str = "INFO"
+    profile: bool = False
+    prespawn: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def warm_cap(self, n_jobs: int, throttled: bool = False) -> float:
+        """Longest warm-up waited for at ``n_jobs`` before the capacity steps start anyway."""
+        cap = self.warm_cap_base + self.warm_cap_per_job * n_jobs
+        return min(cap, self.throttled_warm_cap) if throttled else cap
+
+    def workload(self, n_jobs: int, throttled: bool) -> Workload:
+        """The scenario shared by every variant at this size."""
+        ts = self.time_scale
+        # Emulated seconds until the first step if the warm-up uses its whole cap (the clock jump
+        # shortens the wait when the variant is ready sooner).
+        first_real = 10.0 + self.setup_per_job * n_jobs + self.warm_cap(n_jobs, throttled) + self.quiet
+        rates = (
+            {"DescribeTrainingJob": self.throttle_rate, "ListTrainingJobs": self.throttle_rate}
+            if throttled
+            else {}
+        )
+        return Workload(
+            name=f"bench-n{n_jobs}{'-thr' if throttled else ''}",
+            n_jobs=n_jobs,
+            time_scale=ts,
+            first_step=math.ceil(first_real * ts),
+            span=self.span * ts,
+            seed=self.seed + n_jobs,
+            rate_limits=rates,
+        )
+
+    def estimate(self, n_jobs: int, variant: str, throttled: bool) -> float:
+        """Rough real seconds one run takes (to respect the budget): a quarter of the warm-up cap,
+        and half a poll interval after the last step (all of the tail when throttled)."""
+        warm = self.warm_cap(n_jobs, throttled) / 4
+        tail = self.tail_for(throttled) if throttled else self.poll_interval / 2
+        return 10.0 + self.setup_per_job * n_jobs + warm + self.quiet + self.span + tail
+
+    def tail_for(self, throttled: bool) -> float:
+        """Real seconds after the last step before stragglers are given up."""
+        return self.throttled_tail if throttled else self.tail
+
+    def runs(self) -> list[tuple[int, str, bool]]:
+        """``(N, variant, throttled)`` in execution order: the throttled runs right after their size.
+
+        The largest sizes come last, so that a tight budget drops them rather than the runs the
+        targets are judged on.
+        """
+        order: list[tuple[int, str, bool]] = []
+        for n in self.sizes:
+            order += [(n, v, False) for v in self.variants]
+            if n == self.throttled_size:
+                order += [(n, v, True) for v in self.variants]
+        if self.throttled_size and self.throttled_size not in self.sizes:
+            order += [(self.throttled_size, v, True) for v in self.variants]
+        return order
+
+
+SMOKE = Plan(
+    sizes=(12,),
+    throttled_size=12,
+    throttle_rate=5.0,
+    poll_interval=1.0,
+    time_scale=60.0,
+    span=1.5,
+    quiet=1.0,
+    tail=3.0,
+    throttled_tail=3.0,
+    warm_cap_base=3.0,
+    warm_cap_per_job=0.0,
+    parse_processes=1,
+    parse_repeat=2,
+    budget=120.0,
+    smoke=True,
+    prespawn=True,
+    log_level="WARNING",
+)
+
+
+def _emulator_clock(emulator: Any, samples: int = 5) -> metrics.ClockMap:
+    """Calibrate emulated -> monotonic time on the call with the shortest round trip."""
+    best: tuple[float, float, float] | None = None
+    scale = 1.0
+    for _ in range(samples):
+        before = time.monotonic()
+        clock = emulator.clock()
+        after = time.monotonic()
+        scale = float(clock["time_scale"])
+        if best is None or after - before < best[2]:
+            best = ((before + after) / 2, float(clock["now"]), after - before)
+    assert best is not None
+    return metrics.ClockMap(real=best[0], emulated=best[1], time_scale=scale, uncertainty=best[2] / 2)
+
+
+def _observed(stats: dict[str, Any], names: Sequence[str], n_jobs: int) -> tuple[set[str], bool]:
+    """Jobs looked at individually so far, and whether every job has been seen (Describe or a List pass)."""
+    per_job = stats.get("jobs") or {}
+    described = {name for name in names if (per_job.get(name) or {}).get("DescribeTrainingJob")}
+    lists = int((stats.get("operations") or {}).get("ListTrainingJobs", 0))
+    complete = len(described) == len(names) or lists >= math.ceil(n_jobs / LIST_PAGE)
+    return described, complete
+
+
+def spawn_trigger_process(
+    plan: Plan, emulator_url: str, n_jobs: int, variant: str, throttled: bool, run_dir: Path
+) -> TriggerProcess:
+    """Start the trigger process of one run; it imports everything and waits for GO."""
+    tag = f"n{n_jobs}-{variant}{'-throttled' if throttled else ''}"
+    env = child_env(
+        {
+            **bytecode_env(RESULTS / ".pycache"),
+            **airflow_env(run_dir / "airflow_home", emulator_url),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
+        }
+    )
+    spec = {
+        "variant": variant,
+        "jobs": plan.workload(n_jobs, throttled).job_names,
+        "preferences": preference_list(),
+        "poll_interval": plan.poll_interval,
+        "limit_seconds": plan.warm_cap(n_jobs, throttled)
+        + plan.quiet
+        + plan.span
+        + plan.tail_for(throttled)
+        + 600,
+        "output": str(run_dir / f"trigger-{tag}.json"),
+        "profile": str(run_dir / f"profile-{tag}.prof") if plan.profile else None,
+    }
+    return TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
+
+
+def run_one(
+    plan: Plan,
+    emulator_proc: EmulatorProcess,
+    emulator: Any,
+    n_jobs: int,
+    variant: str,
+    throttled: bool,
+    run_dir: Path,
+    child: TriggerProcess | None = None,
+) -> dict[str, Any]:
+    """One variant at one size; returns the run's record (figures + raw timings).
+
+    :param child: the run's trigger process if already started (see ``Plan.prespawn``).
+    """
+    workload = plan.workload(n_jobs, throttled)
+    names = workload.job_names
+    scenario_path = workload.write_scenario(
+        run_dir / f"scenario-n{n_jobs}{'-throttled' if throttled else ''}.json"
+    )
+    emulator.load_scenario(scenario_path)
+    loaded = time.monotonic()
+    cap = plan.warm_cap(n_jobs, throttled)
+    if child is None:
+        child = spawn_trigger_process(plan, emulator_proc.url, n_jobs, variant, throttled, run_dir)
+    record: dict[str, Any] = {
+        "n_jobs": n_jobs,
+        "variant": variant,
+        "throttled": throttled,
+        "scenario": str(scenario_path),
+    }
+    try:
+        created = submit_jobs(emulator, names)
+        submitted = time.monotonic()
+        if not child.expect("READY", 180.0):
+            raise ProcessError(f"trigger process not ready; see {child.log_path}")
+        emulator_cpu0 = emulator_proc.cpu_seconds()
+        child.send("GO")
+        go = time.monotonic()
+        # Warm-up: until every job has been looked at once, or the cap.
+        first_seen: dict[str, float] = {}
+        warm_at: float | None = None
+        start_epoch = float(emulator.clock()["start_epoch"])
+        first_step_abs = start_epoch + workload.first_step
+        while True:
+            now = time.monotonic()
+            stats = emulator.stats()
+            described, complete = _observed(stats, names, n_jobs)
+            for name in described:
+                first_seen.setdefault(name, now)
+            if complete:
+                warm_at = now
+                break
+            if now - go >= cap or emulator.now() >= first_step_abs - plan.quiet * plan.time_scale:
+                break
+            time.sleep(0.25 if plan.smoke else 0.5)
+        # Jump so that the first step comes `quiet` seconds from now (never backwards).
+        jump = first_step_abs - plan.quiet * plan.time_scale - emulator.now()
+        if jump > 0:
+            emulator.advance(jump)
+        clock = _emulator_clock(emulator)
+        first_step_real = clock.to_real(first_step_abs)
+        last_step_real = clock.to_real(start_epoch + workload.last_step)
+        deadline = last_step_real + plan.tail_for(throttled)
+        # The quiet window: only waiting until the first step.
+        quiet_start, quiet_calls_start = time.monotonic(), metrics.variant_calls(emulator.stats())
+        ended = child.expect("DONE", max(0.0, first_step_real - 0.05 - time.monotonic()))
+        quiet = metrics.QuietWindow(
+            quiet_start, time.monotonic(), quiet_calls_start, metrics.variant_calls(emulator.stats())
+        )
+        if not ended:
+            ended = child.expect("DONE", max(0.0, deadline - time.monotonic()))
+        if not ended:
+            child.send("STOP")
+            if not child.expect("DONE", 60.0):
+                raise ProcessError(f"trigger process did not stop; see {child.log_path}")
+        emulator_cpu1 = emulator_proc.cpu_seconds()
+        child.close()
+        result = child.result()
+        stats = emulator.stats()
+        jobs = emulator.jobs()
+        figures = metrics.run_figures(
+            child=result,
+            stats=stats,
+            jobs=jobs,
+            clock=clock,
+            n_jobs=n_jobs,
+            warm_at=warm_at,
+            first_step_real=first_step_real,
+            emulator_cpu=(emulator_cpu1 - emulator_cpu0)
+            if (emulator_cpu0 is not None and emulator_cpu1 is not None)
+            else None,
+            quiet=quiet,
+        )
+        figures["warm_up_reached"] = warm_at is not None
+        # Jobs nobody had looked at when the steps began (a List pass counts for all).
+        figures["not_looked_at_before_steps"] = 0 if warm_at is not None else n_jobs - len(first_seen)
+        figures["clock_jump_emulated_seconds"] = max(0.0, jump)
+        go_child = float(result["t_go"])
+        selected = {}
+        for job in jobs:
+            sel = selection_time(job)
+            if sel is not None:
+                selected[str(job["name"])] = round(clock.to_real(sel) - go_child, 4)
+        record.update(
+            {
+                "figures": figures,
+                "created": created,
+                "timings": {
+                    "submit_seconds": submitted - loaded,
+                    "import_seconds": result.get("import_seconds"),
+                    "go_after_load": go - loaded,
+                    "first_step_after_go": first_step_real - go,
+                    "last_step_after_go": last_step_real - go,
+                },
+                "classpath": result.get("classpath"),
+                "kwargs_example": result.get("kwargs_example"),
+                "shared_poll_supported": result.get("shared_poll_supported"),
+                "source_digest": result.get("source_digest"),
+                # Raw material to recompute figures: seconds after GO of each job's selection.
+                "selected_after_go": selected,
+                "workload": {
+                    "name": workload.name,
+                    "first_step_emulated": workload.first_step,
+                    "span_emulated": workload.span,
+                    "seed": workload.seed,
+                    "rate_limits": workload.rate_limits,
+                },
+            }
+        )
+    finally:
+        if child.proc.poll() is None:
+            child.send("STOP")
+            child.close(timeout=30.0)
+    return record
+
+
+def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes and cadences (~45 s), for the test suite"
+    )
+    parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
+    parser.add_argument("--variants", help=f"comma-separated subset of {','.join(ALL_VARIANTS)}")
+    parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
+    parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")
+    parser.add_argument(
+        "--throttle-rate", type=float, help="allowed Describe/List calls per second (default 10)"
+    )
+    parser.add_argument("--poll-interval", type=float, help="cadence of every variant, seconds (default 30)")
+    parser.add_argument("--time-scale", type=float, help="emulated seconds per real second (default 60)")
+    parser.add_argument("--span", type=float, help="real seconds over which capacity arrives (default 40)")
+    parser.add_argument(
+        "--tail", type=float, help="real seconds after the last step before giving up (default 60)"
+    )
+    parser.add_argument(
+        "--budget", type=float, help="time budget in seconds; runs that would not fit are skipped"
+    )
+    parser.add_argument(
+        "--parse-processes", type=int, help="fresh processes per DAG file (default 10; 0 skips)"
+    )
+    parser.add_argument("--no-parse", action="store_true", help="skip the DAG parse-cost benchmark")
+    parser.add_argument("--seed", type=int, help="seed of the capacity schedules")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the trigger process (diagnosis; inflates CPU figures)",
+    )
+    parser.add_argument("--log-level", help="Airflow log level in the trigger process (default INFO)")
+    parser.add_argument(
+        "--output", type=Path, help="result JSON path (default benchmarks/results/bench-<ts>.json)"
+    )
+    args = parser.parse_args(argv)
+    plan = SMOKE if args.smoke else Plan()
+    changes: dict[str, Any] = {}
+    if args.sizes:
+        changes["sizes"] = tuple(int(x) for x in args.sizes.split(",") if x.strip())
+    if args.variants:
+        chosen = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+        unknown = [v for v in chosen if v not in VARIANTS]
+        if unknown:
+            parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(ALL_VARIANTS)}")
+        changes["variants"] = chosen
+    if args.throttled_size is not None:
+        changes["throttled_size"] = args.throttled_size
+    if args.no_throttled:
+        changes["throttled_size"] = None
+    for name in (
+        "throttle_rate",
+        "poll_interval",
+        "time_scale",
+        "span",
+        "tail",
+        "budget",
+        "seed",
+        "parse_processes",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = value
+    if args.no_parse:
+        changes["parse_processes"] = 0
+    if args.profile:
+        changes["profile"] = True
+    if args.log_level:
+        changes["log_level"] = args.log_level.upper()
+    plan = replace(plan, **changes)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    output = args.output or RESULTS / f"bench-{stamp}{'-smoke' if plan.smoke else ''}.json"
+    return plan, output.resolve()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns the exit code (0 even when targets are missed)."""
+    plan, output = _parse_args(argv)
+    started = time.monotonic()
+    run_dir = output.with_suffix("")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = "python -m benchmarks.run " + " ".join(sys.argv[1:] if argv is None else argv)
+    result: dict[str, Any] = {
+        "command": command.strip(),
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_revision": git_revision(),
+        "machine": machine_info(),
+        "plan": {
+            **{k: v for k, v in asdict(plan).items() if k != "extra"},
+            "throttle": {"rate": plan.throttle_rate, "size": plan.throttled_size},
+            "warm_caps": {str(n): plan.warm_cap(n) for n in plan.sizes},
+            "throttled_warm_cap": plan.warm_cap(plan.throttled_size, True) if plan.throttled_size else None,
+        },
+        "variants": {key: VARIANTS[key].description for key in plan.variants},
+        "runs": [],
+    }
+    planned = plan.runs()
+    estimate = sum(plan.estimate(n, v, t) for n, v, t in planned)
+    print(
+        f"benchmark: {len(planned)} runs, estimated {estimate / 60:.1f} min (+ parse cost); budget "
+        f"{plan.budget / 60:.0f} min; results in {output}",
+        flush=True,
+    )
+
+    def save() -> None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+
+    def measure_parse() -> None:
+        from benchmarks import parse_cost
+
+        env = child_env(bytecode_env(RESULTS / ".pycache"))
+        try:
+            result["parse"] = parse_cost.measure(
+                plan.parse_processes, plan.parse_repeat, env, warm_cache=not plan.smoke
+            )
+        except Exception as err:  # a broken DAG file must not cost the capacity figures
+            result["parse"] = {"error": f"{type(err).__name__}: {err}"}
+
+    parse_thread: threading.Thread | None = None
+    if plan.parse_processes > 0:
+        print("parse cost: measuring ...", flush=True)
+        if plan.prespawn:
+            # Smoke only: overlap with the capacity runs (its figures do not matter, its time does).
+            parse_thread = threading.Thread(target=measure_parse, name="parse-cost", daemon=True)
+            parse_thread.start()
+        else:
+            measure_parse()
+            save()
+
+    emulator_env = child_env(bytecode_env(RESULTS / ".pycache"))
+    emulator_proc = EmulatorProcess(emulator_env, run_dir / "emulator.log")
+    upcoming: TriggerProcess | None = None
+    try:
+        from airflow_provider_sm_prefs.testing import OfflineSageMaker
+
+        emulator = OfflineSageMaker.attach(emulator_proc.url)
+        for index, (n_jobs, variant, throttled) in enumerate(planned):
+            child, upcoming = upcoming, None
+            remaining = plan.budget - (time.monotonic() - started)
+            label = f"N={n_jobs} {variant}{' throttled' if throttled else ''}"
+            if plan.estimate(n_jobs, variant, throttled) > remaining:
+                print(
+                    f"[{index + 1}/{len(planned)}] {label}: skipped, {remaining:.0f} s of budget left",
+                    flush=True,
+                )
+                result["runs"].append(
+                    {"n_jobs": n_jobs, "variant": variant, "throttled": throttled, "skipped": "time budget"}
+                )
+                if child is not None:
+                    child.send("STOP")
+                    child.close(timeout=10.0)
+                continue
+            print(f"[{index + 1}/{len(planned)}] {label} ...", flush=True)
+            run_started = time.monotonic()
+            load_before = os.getloadavg()
+            if child is None:
+                child = spawn_trigger_process(plan, emulator_proc.url, n_jobs, variant, throttled, run_dir)
+            if plan.prespawn and index + 1 < len(planned):
+                upcoming = spawn_trigger_process(plan, emulator_proc.url, *planned[index + 1], run_dir)
+            try:
+                record = run_one(plan, emulator_proc, emulator, n_jobs, variant, throttled, run_dir, child)
+            except Exception as err:
+                record = {
+                    "n_jobs": n_jobs,
+                    "variant": variant,
+                    "throttled": throttled,
+                    "error": f"{type(err).__name__}: {err}",
+                }
+            record["run_seconds"] = time.monotonic() - run_started
+            # Other work on the machine distorts latency and lag; the 1-minute load tells how much.
+            record["loadavg_1m"] = {"start": load_before[0], "end": os.getloadavg()[0]}
+            result["runs"].append(record)
+            figures = record.get("figures")
+            if figures:
+                lat = figures["latency_seconds"]
+                print(
+                    f"    {record['run_seconds']:.0f} s: calls {figures['calls']['total']}, "
+                    f"p95 {lat['p95'] if lat['p95'] is not None else float('nan'):.1f} s, "
+                    f"CPU {figures['cpu']['percent_of_one_core']:.1f} %, RSS {figures['memory']['peak_rss_mb']:.0f} MB, "
+                    f"failed {figures['tasks']['failed']}, undetected {figures['tasks']['undetected_at_end']}",
+                    flush=True,
+                )
+            else:
+                print(f"    failed: {record.get('error')}", flush=True)
+            save()
+    finally:
+        if upcoming is not None:
+            upcoming.send("STOP")
+            upcoming.close(timeout=10.0)
+        emulator_proc.close()
+    if parse_thread is not None:
+        parse_thread.join(timeout=300)
+    result["targets"] = metrics.evaluate_targets(result["runs"])
+    result["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds")
+    result["total_seconds"] = time.monotonic() - started
+    result["machine"]["loadavg_end"] = list(os.getloadavg())
+    save()
+    print()
+    print(report.render(result))
+    print(f"\nresults: {output} ({result['total_seconds'] / 60:.1f} min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

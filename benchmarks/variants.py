@@ -1,0 +1,111 @@
+"""The waiting strategies compared: our trigger's default, the amazon provider's trigger, a naive poller.
+
+Each variant turns a job name into the ``(classpath, kwargs)`` pair the scheduler would store for a
+deferred task; the trigger process rebuilds the trigger from it, as the triggerer does. Trigger
+classes are imported lazily, so the harness process never imports Airflow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+OURS = "ours"
+STOCK = "stock"
+NAIVE = "naive"
+ALL_VARIANTS: tuple[str, ...] = (OURS, STOCK, NAIVE)
+
+CAPACITY_TRIGGER = "airflow_provider_sm_prefs.triggers.capacity.SageMakerCapacityTrigger"
+STOCK_TRIGGER = "airflow.providers.amazon.aws.triggers.sagemaker.SageMakerTrigger"
+
+
+def load_class(classpath: str) -> type:
+    """Import ``module.Class``."""
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def accepts(classpath: str, parameter: str) -> bool:
+    """True if the trigger's constructor takes ``parameter`` (e.g. ``shared_poll``, still being added)."""
+    return parameter in inspect.signature(load_class(classpath)).parameters
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One waiting strategy.
+
+    :param key: short name used on the command line and in results.
+    :param description: what it is, for the report.
+    :param classpath: the trigger class.
+    :param kwargs: ``(job_name, preferences, poll_interval) -> constructor kwargs``.
+    """
+
+    key: str
+    description: str
+    classpath: str
+    kwargs: Callable[[str, list[dict[str, Any]], float], dict[str, Any]]
+
+    def serialized(
+        self, job_name: str, preferences: list[dict[str, Any]], poll_interval: float
+    ) -> dict[str, Any]:
+        """The trigger's kwargs as they come back from ``serialize()`` (what the triggerer stores)."""
+        cls = load_class(self.classpath)
+        trigger = cls(**self.kwargs(job_name, preferences, poll_interval))
+        classpath, kwargs = trigger.serialize()
+        if classpath != self.classpath:
+            raise RuntimeError(f"{self.classpath} serialized itself as {classpath}")
+        return dict(kwargs)
+
+
+def _ours(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:
+    # Defaults except the cadence: shared_poll (when the trigger has it) stays at its default.
+    return {
+        "job_name": job_name,
+        "job_kind": "training",
+        "wait_for": "capacity",
+        "preferences": preferences,
+        "poll_interval": poll_interval,
+        "aws_conn_id": "aws_default",
+    }
+
+
+def _naive(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:
+    kwargs = {**_ours(job_name, preferences, poll_interval), "max_poll_interval": poll_interval}
+    if accepts(CAPACITY_TRIGGER, "shared_poll"):
+        kwargs["shared_poll"] = False
+    return kwargs
+
+
+def _stock(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:
+    return {
+        "job_name": job_name,
+        "job_type": "training",
+        "waiter_delay": max(1, round(poll_interval)),
+        "waiter_max_attempts": 480,
+        "aws_conn_id": "aws_default",
+    }
+
+
+VARIANTS: dict[str, Variant] = {
+    OURS: Variant(
+        OURS,
+        "SageMakerCapacityTrigger, defaults (shared_poll default), poll_interval",
+        CAPACITY_TRIGGER,
+        _ours,
+    ),
+    STOCK: Variant(
+        STOCK,
+        "amazon provider SageMakerTrigger(job_type=training), waiter_delay=poll_interval",
+        STOCK_TRIGGER,
+        _stock,
+    ),
+    NAIVE: Variant(
+        NAIVE,
+        "SageMakerCapacityTrigger(shared_poll=False, max_poll_interval=poll_interval): one Describe per job per interval",
+        CAPACITY_TRIGGER,
+        _naive,
+    ),
+}

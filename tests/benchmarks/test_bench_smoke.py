@@ -1,0 +1,84 @@
+"""The benchmark harness runs end to end (``--smoke``) and reports every figure for every variant.
+
+Only the shape of the result is checked, never a timing: the smoke configuration is far too small
+and too fast for its numbers to mean anything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = {"ours", "stock", "naive"}
+RUN_FIGURES = (
+    ("calls", "total"),
+    ("calls", "per_job_hour_real"),
+    ("calls", "per_job_hour_emulated"),
+    ("calls", "throttled_total"),
+    ("calls", "model", "waiting_per_job_hour"),
+    ("calls", "model", "fixed_per_job"),
+    ("calls", "model", "per_job_hour_at_1h_waits"),
+    ("latency_seconds", "p50"),
+    ("latency_seconds", "p95"),
+    ("latency_seconds", "max"),
+    ("cpu", "seconds"),
+    ("cpu", "seconds_per_1000_jobs"),
+    ("cpu", "percent_of_one_core"),
+    ("cpu", "waiting_percent_of_one_core"),
+    ("memory", "peak_rss_mb"),
+    ("memory", "peak_rss_growth_per_1000_jobs_mb"),
+    ("loop_lag_seconds", "max"),
+    ("loop_lag_seconds", "max_while_waiting"),
+    ("tasks", "failed"),
+    ("tasks", "undetected_at_end"),
+)
+PARSE_FIGURES = ("import_seconds_median", "first_parse_seconds_median", "parse_seconds_median", "tasks")
+
+
+def _dig(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        data = data[key]
+    return data
+
+
+def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--smoke", "--output", str(output)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    result = json.loads(output.read_text(encoding="utf-8"))
+
+    runs = {(run["variant"], run["throttled"]): run for run in result["runs"]}
+    assert set(runs) == {(v, t) for v in VARIANTS for t in (False, True)}, sorted(runs)
+    for key, run in runs.items():
+        assert "figures" in run, f"{key}: {run.get('error') or run.get('skipped')}"
+        for path in RUN_FIGURES:
+            value = _dig(run["figures"], path)
+            assert isinstance(value, Real), f"{key} {'.'.join(path)} = {value!r}"
+        assert run["figures"]["tasks"]["failed"] == 0, f"{key}: {run['figures']['tasks']['failed_examples']}"
+
+    parse = result["parse"]
+    assert set(parse["files"]) == {"preferences", "stock"}
+    for name, item in parse["files"].items():
+        for figure in PARSE_FIGURES:
+            assert isinstance(item[figure], Real), f"{name} {figure} = {item[figure]!r}"
+        assert item["tasks"] == 100
+        assert item["import_errors"] == []
+        assert item["network_attempts"] == 0, item["network_attempt_examples"]
+    assert isinstance(parse["warm_parse_ratio"], Real)
+
+    targets = {t["target"] for t in result["targets"]}
+    assert len(targets) == len(result["targets"]) == 9
+    machine = result["machine"]
+    assert machine["nproc"] and machine["cpu_model"] and machine["ram_gib"]
