@@ -202,12 +202,20 @@ def _emulator_clock(emulator: Any, samples: int = 5) -> metrics.ClockMap:
     return metrics.ClockMap(real=best[0], emulated=best[1], time_scale=scale, uncertainty=best[2] / 2)
 
 
-def _observed(stats: dict[str, Any], names: Sequence[str], n_jobs: int) -> tuple[set[str], bool]:
-    """Jobs looked at individually so far, and whether every job has been seen (Describe or a List pass)."""
+def _observed(
+    stats: dict[str, Any], names: Sequence[str], n_jobs: int, described_before: int
+) -> tuple[set[str], bool]:
+    """Jobs described so far, and whether the start-up is over.
+
+    Over when every job has been described, or when a full ListTrainingJobs pass has happened and
+    no new job was described since the previous look (a variant that describes each job on start
+    is still starting while those Describes go on, even if it has listed everything already).
+    """
     per_job = stats.get("jobs") or {}
     described = {name for name in names if (per_job.get(name) or {}).get("DescribeTrainingJob")}
     lists = int((stats.get("operations") or {}).get("ListTrainingJobs", 0))
-    complete = len(described) == len(names) or lists >= math.ceil(n_jobs / LIST_PAGE)
+    listed = lists >= math.ceil(n_jobs / LIST_PAGE)
+    complete = len(described) == len(names) or (listed and len(described) == described_before)
     return described, complete
 
 
@@ -285,7 +293,7 @@ def run_one(
         while True:
             now = time.monotonic()
             stats = emulator.stats()
-            described, complete = _observed(stats, names, n_jobs)
+            described, complete = _observed(stats, names, n_jobs, len(first_seen))
             for name in described:
                 first_seen.setdefault(name, now)
             if complete:
