@@ -315,15 +315,26 @@ class Engine:
         self._waiting: dict[int, Job] = {}
         self._waiting_by_key: dict[_PoolKey, set[int]] = {}
         self._windows_cache: dict[str, Any] = {}
+        self._pool_cache: dict[str, tuple[tuple[float, float, int], ...] | None] = {}
         for cap_key, windows in scenario.capacity.items():
             for window in windows:
                 for boundary in (window.start, window.end):
                     if not math.isinf(boundary) and boundary > 0:
-                        self._push(self._start_epoch + boundary, _Event.CAPACITY, ("od-pattern", cap_key), 0)
+                        self._push(self._at(boundary), _Event.CAPACITY, ("od-pattern", cap_key), 0)
         for plan in scenario.training_plans:
             for boundary in (plan.start, plan.end):
                 if not math.isinf(boundary) and boundary > 0:
-                    self._push(self._start_epoch + boundary, _Event.CAPACITY, ("plan", plan.arn), 0)
+                    self._push(self._at(boundary), _Event.CAPACITY, ("plan", plan.arn), 0)
+
+    def _at(self, offset: float) -> float:
+        """Emulated epoch of a scenario time (``offset`` emulated seconds since the start).
+
+        The one conversion for window boundaries: a boundary's wake-up is scheduled at ``_at(boundary)``
+        and ``_limit`` tests ``now`` against that same float, so a window is open at its own event.
+        (Comparing ``now - start_epoch`` with the boundary instead is off by float rounding: at ~1.8e9
+        the epoch has 2**-22 s steps, and ``(start + t) - start`` can come out just below ``t``.)
+        """
+        return self._start_epoch + offset
 
     # -------------------------------------------------------------------------------------- queries
 
@@ -627,20 +638,35 @@ class Engine:
             self._windows_cache[instance_type] = windows
             return windows
 
+    def _pool_windows(self, instance_type: str) -> tuple[tuple[float, float, int], ...] | None:
+        """The type's windows as ``(epoch from, epoch to, free)``, converted by ``_at`` like their events."""
+        try:
+            return self._pool_cache[instance_type]
+        except KeyError:
+            windows = self._windows_for(instance_type)
+            pool = (
+                None
+                if windows is None
+                else tuple((self._at(w.start), self._at(w.end), w.free) for w in windows)
+            )
+            self._pool_cache[instance_type] = pool
+            return pool
+
     def _limit(self, key: _PoolKey, now: float) -> float:
-        relative = now - self._start_epoch
+        # ``now`` is an emulated epoch; boundaries are compared as epochs (see ``_at``), never as
+        # ``now - start_epoch``, so the instant a boundary event fires is inside the window it opens.
         kind, name = key
         if kind == "plan":
             plan = self._scenario.plan(name)
-            if plan is None or not (plan.start <= relative < plan.end):
+            if plan is None or not (self._at(plan.start) <= now < self._at(plan.end)):
                 return 0
             return plan.count
-        windows = self._windows_for(name)
+        windows = self._pool_windows(name)
         if windows is None:
             return math.inf
-        for window in windows:
-            if window.start <= relative < window.end:
-                return window.free
+        for start, end, free in windows:
+            if start <= now < end:
+                return free
         return 0
 
     def _finish(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -219,3 +220,46 @@ def test_a_thousand_concurrent_jobs_compete_cheaply_and_fairly() -> None:
     selected = [j.selected_at for j in jobs]
     assert selected == sorted(selected)  # type: ignore[type-var]
     assert elapsed < 5, f"simulating 1,000 jobs took {elapsed:.1f}s"
+
+
+def test_off_grid_capacity_steps_start_each_waiting_job_exactly_at_its_step() -> None:
+    # Step times whose sum with the ~1.7e9 start epoch is not exactly representable (the float step
+    # there is 2**-22 s). Each step frees one instance, withdrawn again just before the job that took
+    # it ends, so a step not seen at its boundary is lost: jobs start late and the last ones never.
+    n_jobs = 300
+    steps = [20.1 + k * 2.4 for k in range(n_jobs)]
+    windows: list[dict[str, Any]] = [{"from": 0, "to": steps[0], "free": 0}]
+    for step, following in zip(steps, [*steps[1:], math.inf], strict=True):
+        windows.append({"from": step, "to": step + 0.9, "free": 1})
+        windows.append({"from": step + 0.9, "to": following, "free": 0})
+    engine, _ = make_engine(
+        job_runtime_seconds=1,
+        phase_seconds={"starting": 10, "downloading": 0, "uploading": 0, "stopping": 10},
+        capacity={"ml.p4d.24xlarge": windows},
+    )
+    for k in range(n_jobs):
+        submit(engine, spec(f"job-{k:03d}", ("ml.p4d.24xlarge", 1), max_pending_seconds=2_419_200))
+    engine.advance(steps[-1] + 10)
+    jobs = engine.jobs()
+    late = [
+        (j.name, j.selected_at) for j, step in zip(jobs, steps, strict=True) if j.selected_at != START + step
+    ]
+    assert late == []
+    assert all(j.status.value == "Completed" for j in jobs)
+
+
+def test_off_grid_plan_window_opens_exactly_at_its_boundary() -> None:
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/off-grid"
+    engine, _ = make_engine(
+        training_plans=[
+            {"arn": arn, "instance_type": "ml.p5.48xlarge", "count": 1, "from": 1000.1, "to": 1000.3}
+        ]
+    )
+    plan_choice = Choice(rank=1, groups=(("ml.p5.48xlarge", 1),), plan_arn=arn)
+    submit(
+        engine, JobSpec(name="planned", kind=JobKind.TRAINING, choices=(plan_choice,), has_preferences=True)
+    )
+    engine.advance(2000)
+    job = engine.get(JobKind.TRAINING, "planned")
+    assert job.selected_at == START + 1000.1
+    assert job.capacity_kind is not None and job.capacity_kind.value == "training-plan"
