@@ -96,7 +96,7 @@ class CapacityOutcome:
         )
 
 
-def _as_datetime(value: Any) -> datetime | None:
+def as_datetime(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -120,13 +120,13 @@ def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | 
         for transition in describe.get("SecondaryStatusTransitions") or []:
             if transition.get("Status") != "Pending":
                 continue
-            start = _as_datetime(transition.get("StartTime"))
-            end = _as_datetime(transition.get("EndTime")) or now
+            start = as_datetime(transition.get("StartTime"))
+            end = as_datetime(transition.get("EndTime")) or now
             if start and end:
                 total += max(0.0, (end - start).total_seconds())
         return round(total, 3)
-    created = _as_datetime(describe.get("CreationTime"))
-    started = _as_datetime(describe.get("ProcessingStartTime"))
+    created = as_datetime(describe.get("CreationTime"))
+    started = as_datetime(describe.get("ProcessingStartTime"))
     end = started or now
     if created is None or end is None:
         return 0.0
@@ -135,7 +135,7 @@ def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | 
 
 def waiting_seconds(describe: Mapping[str, Any], now: datetime) -> float:
     """Seconds since the job was created, by the service clock ``now``."""
-    created = _as_datetime(describe.get("CreationTime"))
+    created = as_datetime(describe.get("CreationTime"))
     return max(0.0, (now - created).total_seconds()) if created else 0.0
 
 

@@ -132,6 +132,7 @@ def call_model(
     n_jobs: int,
     end: float,
     steady_from: float = -math.inf,
+    go: float | None = None,
 ) -> dict[str, Any]:
     """Calls per job-hour while waiting, and calls per job that do not depend on the wait's length.
 
@@ -143,7 +144,8 @@ def call_model(
     * per-job polling: Describes of a job that follow another Describe of it, both before the job
       got capacity; their median interval gives the rate (scaled by the share of jobs that poll);
     * shared listing: List calls grouped into passes; each pass after the first is charged to the
-      job-time waited since the previous pass (a job waits from its first call to its event);
+      job-time waited since the previous pass (a job waits from ``go``, when every trigger started,
+      or else from its first call, to its event);
     * fixed per job: every other call (the first Describe, the one that sees the change, stops).
 
     ``per_job_hour_at_<h>h_waits`` = waiting rate + fixed / h.
@@ -193,7 +195,7 @@ def call_model(
     if len(rounds) >= 2:
         pages, job_seconds = 0, 0.0
         spans = [
-            (first.get(name, math.inf), event_real.get(name, end))
+            (go if go is not None else first.get(name, math.inf), event_real.get(name, end))
             for name in event_real.keys() | first.keys()
         ]
         for (previous, _), (start, count) in itertools.pairwise(rounds):
@@ -304,7 +306,7 @@ def run_figures(
     }
     event_real = {name: float(r["event_t"]) for name, r in records.items() if r.get("event_t") is not None}
     model = call_model(
-        child.get("calls") or [], selected_real, event_real, n_jobs, end, steady_from=warm_at or go
+        child.get("calls") or [], selected_real, event_real, n_jobs, end, steady_from=warm_at or go, go=go
     )
 
     lags = [float(lag) for _, lag in child.get("lags") or []]

@@ -247,6 +247,16 @@ def spawn_trigger_process(
     return TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
 
 
+def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
+    """Each job's CreationTime (ISO, emulated clock), read from the emulator's admin view."""
+    wanted = set(names)
+    return {
+        job["name"]: datetime.fromtimestamp(float(job["created_at"]), tz=UTC).isoformat()
+        for job in emulator.jobs()
+        if job["name"] in wanted
+    }
+
+
 def run_one(
     plan: Plan,
     emulator_proc: EmulatorProcess,
@@ -282,8 +292,10 @@ def run_one(
         submitted = time.monotonic()
         if not child.expect("READY", 180.0):
             raise ProcessError(f"trigger process not ready; see {child.log_path}")
+        creation_file = run_dir / f"created-n{n_jobs}-{variant}{'-throttled' if throttled else ''}.json"
+        creation_file.write_text(json.dumps(creation_times(emulator, names)), encoding="utf-8")
         emulator_cpu0 = emulator_proc.cpu_seconds()
-        child.send("GO")
+        child.send(f"GO {creation_file}")
         go = time.monotonic()
         # Warm-up: until every job has been looked at once, or the cap.
         first_seen: dict[str, float] = {}

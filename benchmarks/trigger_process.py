@@ -56,6 +56,8 @@ class _Control:
 
     def __init__(self) -> None:
         self.go = threading.Event()
+        #: ``GO <file>``: a JSON map job name -> CreationTime (ISO) of the jobs just created.
+        self.go_argument: str | None = None
         self.stop_requested = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -63,8 +65,10 @@ class _Control:
 
     def _read(self) -> None:
         for line in sys.stdin:
-            word = line.strip().upper()
+            word, _, argument = line.strip().partition(" ")
+            word = word.upper()
             if word == "GO":
+                self.go_argument = argument or None
                 self.go.set()
             elif word == "STOP":
                 self.stop_requested.set()
@@ -272,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     control.go.wait()
     if control.stop_requested.is_set():
         return 1
+    if control.go_argument and accepts(variant.classpath, "creation_time"):
+        # What the operator's look right before deferring puts into the trigger's kwargs.
+        created = json.loads(Path(control.go_argument).read_text(encoding="utf-8"))
+        for name, kwargs in zip(names, serialized, strict=True):
+            kwargs["creation_time"] = created.get(name)
     profiler = None
     if spec.get("profile"):
         import cProfile

@@ -229,9 +229,10 @@ class SageMakerPreferenceHook(SageMakerHook):
         return False
 
     # -- async ---------------------------------------------------------------------------------------
-    async def describe_job_async(self, client: Any, kind: JobKind, job_name: str) -> dict[str, Any] | None:
+    @staticmethod
+    async def describe_job_async(client: Any, kind: JobKind, job_name: str) -> dict[str, Any] | None:
         """One Describe* call on an aiobotocore client; None when the job does not exist."""
-        describe = getattr(client, self.operation(kind, "describe"))
+        describe = getattr(client, _OPERATIONS[kind]["describe"])
         try:
             return dict(await describe(**{_OPERATIONS[kind]["name"]: job_name}))
         except ClientError as err:

@@ -20,7 +20,7 @@ from airflow_provider_sm_prefs.outcome import (
 )
 from airflow_provider_sm_prefs.preferences import JobKind, to_seconds
 from airflow_provider_sm_prefs.status import Phase, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor, creation_time_of
 
 
 class SageMakerCapacitySensor(BaseSensorOperator):
@@ -66,6 +66,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         self.max_pending_seconds = to_seconds(max_pending)
         self.stop_job_on_deadline = stop_job_on_deadline
         self.deferrable = deferrable
+        self._last_describe: dict[str, Any] | None = None
         self.poll_interval = poll_interval
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -94,6 +95,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         self.defer(
             trigger=SageMakerCapacityTrigger(
                 job_name=self.job_name,
+                creation_time=creation_time_of(self._last_describe),
                 job_kind=self.job_type,
                 wait_for=self.wait_for,
                 poll_interval=self.poll_interval,
@@ -109,7 +111,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        describe = self.hook.describe_job(self.kind, self.job_name)
+        describe = self._last_describe = self.hook.describe_job(self.kind, self.job_name)
         if describe is None:
             raise errors.JobFailedError(
                 self.job_name, None, f"SageMaker has no {self.job_type} job with this name"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -17,6 +18,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     service_now,
 )
 from airflow_provider_sm_prefs.outcome import (
+    as_datetime,
     format_duration,
     outcome_from_describe,
     terminal_error,
@@ -36,7 +38,13 @@ from airflow_provider_sm_prefs.triggers.watcher import (
 #: Log a "still waiting" line at most this often (seconds of service time), plus on every change.
 PROGRESS_LOG_EVERY = 300.0
 #: With shared polling, Describe the job anyway this often: a safety net under the List loop.
-SAFETY_DESCRIBE_EVERY = 1800.0
+SAFETY_DESCRIBE_EVERY = 3600.0
+
+
+def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
+    """The job's CreationTime from a Describe* response, as trigger kwargs carry it (ISO 8601)."""
+    created = as_datetime((describe or {}).get("CreationTime"))
+    return created.isoformat() if created else None
 
 
 class WaitFor(str, Enum):
@@ -61,6 +69,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     :param job_name: SageMaker job name.
     :param job_kind: ``training`` or ``processing``.
+    :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
+        With it, a shared-poll wait starts from the shared List loop instead of Describing the job
+        again; without it the trigger Describes the job first.
     :param wait_for: ``capacity`` (leave Pending) or ``completion`` (terminal status).
     :param preferences: the submitted list (``InstancePreferenceList.as_list()``), for rank and logs.
     :param poll_interval: seconds between Describe calls at first.
@@ -86,6 +97,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self,
         job_name: str,
         job_kind: str = JobKind.TRAINING.value,
+        creation_time: str | None = None,
         wait_for: str = WaitFor.CAPACITY.value,
         preferences: list[dict[str, Any]] | None = None,
         poll_interval: float = 30.0,
@@ -102,6 +114,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         super().__init__()
         self.job_name = job_name
         self.job_kind = JobKind(job_kind).value
+        self.creation_time = creation_time
         self.wait_for = WaitFor(wait_for).value
         self.preferences = list(preferences or [])
         self.poll_interval = float(poll_interval)
@@ -121,6 +134,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
             {
                 "job_name": self.job_name,
                 "job_kind": self.job_kind,
+                "creation_time": self.creation_time,
                 "wait_for": self.wait_for,
                 "preferences": self.preferences,
                 "poll_interval": self.poll_interval,
@@ -144,6 +158,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
             verify=self.verify,
             config=self.botocore_config,
         )
+
+    @cached_property
+    def _parsed_preferences(self) -> InstancePreferenceList | None:
+        if not self.preferences:
+            return None
+        return InstancePreferenceList.from_response(self.preferences, self.kind)
 
     @property
     def kind(self) -> JobKind:
@@ -170,78 +190,115 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return self.wait_for == WaitFor.CAPACITY.value and phase is Phase.RUNNING
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.hook
+        # Nothing heavy before the first await: a triggerer (re)start runs a thousand of these in one
+        # event-loop turn. The hook (which builds S3 and Logs hooks too) is made only to open the
+        # shared client, stop a job, or not at all; the list is parsed only to report.
         kind = self.kind
-        preferences = (
-            InstancePreferenceList.from_response(self.preferences, kind) if self.preferences else None
-        )
+        client_key = self._client_key()
         interval = self.poll_interval
         ceiling = max(self.max_poll_interval or self.poll_interval, self.poll_interval)
-        transient_attempt = 0
         last_phase: Phase | None = None
         last_log_at: datetime | None = None
-        shared = self.shared_poll
-        client_key = settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
-        async with shared_client(client_key, hook.get_async_conn) as client:
+        shared = self.shared_poll and self._listing_helps(kind)
+        created = as_datetime(self.creation_time)
+        # The deferring task looked at the job a moment ago; start from the shared listing instead of
+        # Describing it again. A client-side deadline needs the service clock of a Describe.
+        look = not (shared and created is not None and self.deadline_seconds is None)
+        summary: dict[str, Any] | None = None
+        describe: dict[str, Any] = {}
+        now, phase = utcnow(), Phase.WAITING
+        connection = shared_client(client_key, self._open_client)
+        async with connection as client:
             while True:
-                try:
-                    describe = await hook.describe_job_async(client, kind, self.job_name)
-                except Exception as err:
-                    if not is_transient(err):
-                        raise
-                    transient_attempt += 1
-                    delay = max(
-                        interval, backoff_delay(transient_attempt, base=interval, cap=max(ceiling, 60.0))
-                    )
-                    self.log.warning(
-                        "Describe %s failed transiently (%s); retry %d in %.1fs",
-                        self.job_name,
-                        type(err).__name__,
-                        transient_attempt,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-                    continue
-                transient_attempt = 0
-                if describe is None:
-                    yield self._event(
-                        "error",
-                        Phase.FAILED,
-                        error_type="JobFailedError",
-                        reason=f"SageMaker has no {kind.value} job named {self.job_name!r}",
-                    )
-                    return
-                now = service_now(describe)
-                phase = phase_of(kind, describe)
-                if self._is_done(phase):
-                    yield self._finish(kind, describe, phase, preferences, now)
-                    return
-                if phase is Phase.WAITING and self.deadline_seconds is not None:
-                    waited = waiting_seconds(describe, now)
-                    if waited >= self.deadline_seconds:
-                        yield await self._deadline_passed(hook, client, kind, describe, waited)
+                if look:
+                    looked = await self._describe(client, kind, connection.slots, interval, ceiling)
+                    if looked is None:
+                        yield self._event(
+                            "error",
+                            Phase.FAILED,
+                            error_type="JobFailedError",
+                            reason=f"SageMaker has no {kind.value} job named {self.job_name!r}",
+                        )
                         return
-                if (
-                    phase != last_phase
-                    or last_log_at is None
-                    or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY
-                ):
-                    self._log_progress(kind, describe, phase, preferences, now)
-                    last_log_at = now
-                if phase != last_phase:
-                    interval = self.poll_interval  # something changed: look again soon
-                    last_phase = phase
-                if shared and self._listing_helps(kind):
+                    describe = looked
+                    now = service_now(describe)
+                    phase = phase_of(kind, describe)
+                    if self._is_done(phase):
+                        yield self._finish(kind, describe, phase, self._parsed_preferences, now)
+                        return
+                    if phase is Phase.WAITING and self.deadline_seconds is not None:
+                        waited = waiting_seconds(describe, now)
+                        if waited >= self.deadline_seconds:
+                            yield await self._deadline_passed(self.hook, client, kind, describe, waited)
+                            return
+                    if (
+                        phase != last_phase
+                        or last_log_at is None
+                        or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY
+                    ):
+                        self._log_progress(kind, describe, phase, self._parsed_preferences, now)
+                        last_log_at = now
+                    if phase != last_phase:
+                        interval = self.poll_interval  # something changed: look again soon
+                        last_phase = phase
+                    created = as_datetime(describe.get("CreationTime")) or now
+                    limit = self._sleep_for(
+                        max(SAFETY_DESCRIBE_EVERY, self.poll_interval), describe, now, phase
+                    )
+                else:
+                    limit = SAFETY_DESCRIBE_EVERY
+                look = True
+                if shared and created is not None:
                     try:
-                        await self._wait_for_listed_change(hook, kind, describe, now, phase)
+                        summary = await self._wait_for_listed_change(
+                            client_key, kind, created, limit, summary, early=last_phase is None
+                        )
                         continue
                     except ListingUnavailable as err:
                         shared = False
+                        summary = None
                         self.log.warning(
                             "Shared List polling unavailable (%s); polling %s on its own", err, self.job_name
                         )
+                        if last_phase is None:
+                            continue  # never looked at the job yet: Describe it now
                 await asyncio.sleep(self._sleep_for(interval, describe, now, phase))
                 interval = min(ceiling, interval * 1.5)
+
+    def _client_key(self) -> tuple[Any, ...]:
+        return settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+
+    def _open_client(self) -> Any:
+        """``hook.get_async_conn()``: called once per process and settings, by the first user."""
+        return self.hook.get_async_conn()
+
+    async def _describe(
+        self,
+        client: Any,
+        kind: JobKind,
+        slots: asyncio.Semaphore,
+        interval: float,
+        ceiling: float,
+    ) -> dict[str, Any] | None:
+        """Describe the job; throttling, 5xx and dropped connections are retried, never raised."""
+        attempt = 0
+        while True:
+            try:
+                async with slots:
+                    return await SageMakerPreferenceHook.describe_job_async(client, kind, self.job_name)
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                attempt += 1
+                delay = max(interval, backoff_delay(attempt, base=interval, cap=max(ceiling, 60.0)))
+                self.log.warning(
+                    "Describe %s failed transiently (%s); retry %d in %.1fs",
+                    self.job_name,
+                    type(err).__name__,
+                    attempt,
+                    delay,
+                )
+                await asyncio.sleep(delay)
 
     def _listing_helps(self, kind: JobKind) -> bool:
         # A processing summary has no secondary status or selected type: only its end is visible.
@@ -249,21 +306,50 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     async def _wait_for_listed_change(
         self,
-        hook: SageMakerPreferenceHook,
+        client_key: tuple[Any, ...],
         kind: JobKind,
-        describe: dict[str, Any],
-        now: datetime,
-        phase: Phase,
-    ) -> None:
-        """Wait until the shared List loop sees this job change (or the safety/deadline timer fires)."""
-        client_key = settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
-        watcher = watcher_for(kind, client_key, hook.get_async_conn)
-        created = describe.get("CreationTime") or now
-        if not isinstance(created, datetime):
-            created = now
+        created: datetime,
+        limit: float,
+        summary: dict[str, Any] | None,
+        early: bool,
+    ) -> dict[str, Any] | None:
+        """Wait until the shared List loop sees this job change, or ``limit`` seconds (safety/deadline).
+
+        Logs progress every :data:`PROGRESS_LOG_EVERY` from the listed summary, without a call of its
+        own. Returns the last summary seen (to re-register without an early pass).
+        """
+        watcher = watcher_for(kind, client_key, self._open_client)
         is_change = capacity_changed if self.wait_for == WaitFor.CAPACITY.value else job_ended
-        timeout = self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), describe, now, phase)
-        await watcher.wait_for_change(self.job_name, created, is_change, self.poll_interval, timeout)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + limit
+        while (remaining := until - loop.time()) > 0:
+            seen = await watcher.wait_for_change(
+                self.job_name,
+                created,
+                is_change,
+                self.poll_interval,
+                min(remaining, PROGRESS_LOG_EVERY),
+                summary=summary,
+                early=early,
+            )
+            early = False
+            if seen.changed:
+                return None
+            summary = seen.summary or summary
+            if summary is not None and remaining > PROGRESS_LOG_EVERY:
+                now = watcher.service_now()
+                if now is not None:
+                    waited = waiting_seconds(summary, now)
+                    preferences = self._parsed_preferences
+                    plan = preferences.describe() if preferences else "?"
+                    self.log.info(
+                        "%s still %s after %s: %s",
+                        self.job_name,
+                        summary.get("SecondaryStatus") or summary.get("TrainingJobStatus") or "waiting",
+                        format_duration(waited),
+                        plan,
+                    )
+        return summary
 
     def _sleep_for(self, interval: float, describe: dict[str, Any], now: datetime, phase: Phase) -> float:
         """Never sleep far past the client deadline."""

@@ -2,13 +2,20 @@
 
 A triggerer may hold hundreds of capacity waits at once. Describing each job every 30 s costs one
 call per job per poll and runs into SageMaker's per-account rate limits; one paginated
-``ListTrainingJobs`` call returns up to 100 jobs with their status and secondary status, which is
-all a waiter needs to know that something changed. Each trigger registers the job it waits for;
-the watcher wakes it when the job's summary shows it left Starting/Pending (or ended), and only
-then does that trigger Describe its job.
+``ListTrainingJobs(StatusEquals=InProgress)`` call returns up to 100 jobs with their status and
+secondary status, which is all a waiter needs to know that something changed. Each trigger
+registers the job it waits for; the watcher wakes it when the job's summary shows it left
+Starting/Pending, or when the job left the InProgress listing (it ended), and only then does that
+trigger Describe its job.
+
+Cadence: a pass costs one call per 100 listed jobs, so with many waiters it is cheap to look more
+often than each trigger's ``poll_interval``. The loop keeps its List calls at or below
+:data:`LIST_COST_SHARE` of what per-job polling at ``poll_interval`` would send, and passes at
+least every ``poll_interval`` and at most every ``poll_interval / 3``: a lone waiter is listed as
+often as it would have Described itself, a thousand are detected three times sooner.
 
 Nothing here is persisted: after a triggerer restart the triggers register again and the first
-List round re-reads the truth from SageMaker.
+pass re-reads the truth from SageMaker.
 """
 
 from __future__ import annotations
@@ -22,17 +29,38 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_provider_sm_prefs.hooks.sagemaker import backoff_delay, is_transient
+from airflow_provider_sm_prefs.hooks.sagemaker import backoff_delay, is_transient, service_now
 from airflow_provider_sm_prefs.preferences import JobKind
 from airflow_provider_sm_prefs.status import WAITING_SECONDARY
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 100
-#: A job missing from the listing this many rounds in a row wakes its trigger (it Describes to know why).
+#: A job never seen in the InProgress listing wakes its trigger after this many passes (it Describes
+#: to know why: just created and not listed yet, ended before it was ever listed, or never existed).
+#: A job that was listed before and is missing now has ended, and wakes its trigger at once.
 MISSING_ROUNDS = 3
+#: ... unless it was created this long before the pass (service clock): then the listing has had
+#: time to show it, and its absence means it ended before anyone looked (e.g. during a triggerer
+#: restart), so it wakes at once.
+LISTING_GRACE = timedelta(seconds=60)
 #: Stop the loop (and close its client) after this long with nothing registered.
 IDLE_GRACE = 60.0
+#: List calls per second stay at or below this share of the Describe rate per-job polling would need.
+LIST_COST_SHARE = 1 / 60
+#: Passes come at least every ``poll_interval`` and at most every ``poll_interval * FASTEST_SHARE``.
+FASTEST_SHARE = 1 / 3
+#: A job registered after the last pass started gets an early pass: registrations arriving within
+#: this many seconds share it (a triggerer restart registers hundreds at once) ...
+EARLY_PASS_GATHER = 0.25
+#: ... and no two passes start closer than this (or the poll interval, if shorter).
+EARLY_PASS_MIN_GAP = 2.0
+#: Waiters woken per event-loop turn, so a pass that finds hundreds of changes does not stall the loop.
+WAKE_BATCH = 50
+#: Post-wake Describes in flight at once on a shared client (botocore pools 10 connections by default).
+DESCRIBE_CONCURRENCY = 8
+#: Page retries within a pass on throttling/5xx before the whole pass backs off.
+PAGE_ATTEMPTS = 4
 
 _LIST = {
     JobKind.TRAINING: ("list_training_jobs", "TrainingJobSummaries", "TrainingJobName", "TrainingJobStatus"),
@@ -60,6 +88,8 @@ class _SharedClient:
         self.client: Any = None
         self.users = 0
         self._lock = asyncio.Lock()
+        #: Bounds concurrent per-job calls so a burst of wake-ups queues here, not in the event loop.
+        self.slots = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
 
     async def acquire(self) -> Any:
         async with self._lock:
@@ -94,7 +124,7 @@ def settings_key(
         aws_conn_id,
         region_name,
         str(verify),
-        json.dumps(botocore_config, sort_keys=True, default=str),
+        json.dumps(botocore_config, sort_keys=True, default=str) if botocore_config else None,
     )
 
 
@@ -106,6 +136,11 @@ class shared_client:
         if entry is None:
             entry = _CLIENTS[key] = _SharedClient(key, opener)
         self._entry = entry
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        """Hold one of these around a per-job call (see :data:`DESCRIBE_CONCURRENCY`)."""
+        return self._entry.slots
 
     async def __aenter__(self) -> Any:
         return await self._entry.acquire()
@@ -119,13 +154,26 @@ class ListingUnavailable(RuntimeError):
 
 
 @dataclass
+class Observation:
+    """What a waiter learned: ``changed`` means Describe the job now."""
+
+    changed: bool
+    #: The job's latest summary from a pass (None if it was not listed, or no pass ran yet).
+    summary: dict[str, Any] | None
+
+
+@dataclass(eq=False)
 class _Waiter:
     job_name: str
     created: datetime
     interval: float
     is_change: Callable[[dict[str, Any]], bool]
-    future: asyncio.Future[dict[str, Any] | None]
+    future: asyncio.Future[Observation]
+    registered: float
+    early: bool = False
+    seen: bool = False
     missing_rounds: int = 0
+    summary: dict[str, Any] | None = None
 
 
 @dataclass
@@ -135,6 +183,7 @@ class WatcherStats:
     transient_errors: int = 0
     wakeups: int = 0
     rounds: int = 0
+    early_passes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -169,11 +218,22 @@ class JobListWatcher:
         self._waiters: dict[str, list[_Waiter]] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: loop time the current/last pass started; when the next one is due (None while listing).
+        self._pass_started: float | None = None
+        self._next_pass: float | None = None
+        self._service_time: tuple[datetime, float] | None = None
         self.stats = WatcherStats()
 
     @property
     def registered(self) -> int:
         return sum(len(v) for v in self._waiters.values())
+
+    def service_now(self) -> datetime | None:
+        """The service clock (``Date`` of the last page) advanced by the local time since; None before."""
+        if self._service_time is None:
+            return None
+        at, mono = self._service_time
+        return at + timedelta(seconds=asyncio.get_running_loop().time() - mono)
 
     async def wait_for_change(
         self,
@@ -182,19 +242,37 @@ class JobListWatcher:
         is_change: Callable[[dict[str, Any]], bool],
         interval: float,
         timeout: float | None,
-    ) -> dict[str, Any] | None:
-        """Return the job's summary once ``is_change(summary)`` holds; None on timeout or when missing.
+        *,
+        summary: dict[str, Any] | None = None,
+        early: bool = False,
+    ) -> Observation:
+        """Wait until a pass shows ``is_change(summary)`` or the job gone; or until ``timeout``.
 
+        :param summary: the job's summary from an earlier wait (``Observation.summary``): the job is
+            known to be listed, so the next pass counts even if it started before this call.
+        :param early: nobody looked at the job lately (the trigger just started without a
+            Describe): ask for an early pass, shared with other newcomers, instead of waiting a
+            whole cadence for the first look.
         :raises ListingUnavailable: when listing cannot work here; the caller polls on its own.
         """
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(job_name, created, max(0.05, interval), is_change, loop.create_future())
+        waiter = _Waiter(
+            job_name,
+            created,
+            max(0.05, interval),
+            is_change,
+            loop.create_future(),
+            float("-inf") if summary is not None else loop.time(),
+            early=early and summary is None,
+            seen=summary is not None,
+            summary=summary,
+        )
         self._waiters.setdefault(job_name, []).append(waiter)
-        self._ensure_running()
+        self._ensure_running(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
         except TimeoutError:
-            return None
+            return Observation(False, waiter.summary)
         finally:
             waiters = self._waiters.get(job_name, [])
             if waiter in waiters:
@@ -202,16 +280,36 @@ class JobListWatcher:
             if not waiters:
                 self._waiters.pop(job_name, None)
 
-    def _ensure_running(self) -> None:
+    def _ensure_running(self, waiter: _Waiter) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"sm-prefs-list-{self.kind.value}"
             )
-        else:
+        elif waiter.early and self._next_pass is not None:
+            self._request_early_pass(waiter.interval)
+        # else: a pass is running; it asks for an early pass when it ends (see _schedule_next).
+
+    def _request_early_pass(self, interval: float) -> None:
+        """Bring the next pass forward for a job the last pass did not cover, sharing it with others."""
+        if self._next_pass is None:
+            return
+        now = asyncio.get_running_loop().time()
+        early = now + EARLY_PASS_GATHER
+        if self._pass_started is not None:
+            early = max(early, self._pass_started + min(EARLY_PASS_MIN_GAP, interval))
+        if early < self._next_pass:
+            self._next_pass = early
+            self.stats.early_passes += 1
             self._wake.set()
 
-    def _interval(self) -> float:
-        return min((w.interval for ws in self._waiters.values() for w in ws), default=30.0)
+    def _cadence(self, pages: int) -> float:
+        """Seconds between pass starts: see the module docstring."""
+        waiters = [w for ws in self._waiters.values() for w in ws]
+        poll = min((w.interval for w in waiters), default=30.0)
+        if not waiters:
+            return poll
+        affordable = poll * max(1, pages) / (LIST_COST_SHARE * len(waiters))
+        return min(poll, max(poll * FASTEST_SHARE, affordable))
 
     async def _run(self) -> None:
         idle_since: float | None = None
@@ -224,12 +322,13 @@ class JobListWatcher:
                         idle_since = idle_since or loop.time()
                         if loop.time() - idle_since > IDLE_GRACE:
                             return
-                        await self._sleep(1.0)
+                        await self._sleep_until(loop.time() + 1.0, idle=True)
                         continue
                     idle_since = None
-                    started = loop.time()
+                    started = self._pass_started = loop.time()
+                    self._next_pass = None
                     try:
-                        summaries = await self._list_all(client)
+                        summaries, pages = await self._list_all(client)
                         attempt = 0
                     except Exception as err:
                         if not is_transient(err):
@@ -237,35 +336,48 @@ class JobListWatcher:
                             return
                         attempt += 1
                         self.stats.transient_errors += 1
-                        delay = backoff_delay(
-                            attempt, base=self._interval(), cap=max(60.0, self._interval() * 4)
-                        )
+                        poll = self._cadence(1)
+                        delay = backoff_delay(attempt, base=poll, cap=max(60.0, poll * 4))
                         log.warning(
                             "Listing %s jobs failed transiently (%s); retrying in %.1fs",
                             self.kind.value,
                             err,
                             delay,
                         )
-                        await self._sleep(delay)
+                        await self._sleep_until(loop.time() + delay)
                         continue
-                    self._dispatch(summaries)
+                    await self._dispatch(summaries, started)
                     self.stats.rounds += 1
-                    await self._sleep(max(0.0, self._interval() - (loop.time() - started)))
+                    await self._sleep_until(self._schedule_next(started, pages))
         except Exception as err:  # never leave waiters hanging on an unexpected error
             self._fail_all(ListingUnavailable(f"{type(err).__name__}: {err}"))
         finally:
             _WATCHERS.pop(self.key, None)
 
-    async def _sleep(self, seconds: float) -> None:
-        self._wake.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+    def _schedule_next(self, started: float, pages: int) -> float:
+        self._next_pass = started + self._cadence(pages)
+        newcomers = [w for ws in self._waiters.values() for w in ws if w.early and w.registered >= started]
+        if newcomers:
+            self._request_early_pass(min(w.interval for w in newcomers))
+        return self._next_pass
 
-    async def _list_all(self, client: Any) -> dict[str, dict[str, Any]]:
+    async def _sleep_until(self, when: float, idle: bool = False) -> None:
+        """Sleep until the next pass is due; an early-pass request moves ``_next_pass`` forward."""
+        loop = asyncio.get_running_loop()
+        self._next_pass = when
+        while (remaining := self._next_pass - loop.time()) > 0:
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=remaining)
+            if not self._waiters and not idle:
+                return  # everyone left: back to the idle check
+
+    async def _list_all(self, client: Any) -> tuple[dict[str, dict[str, Any]], int]:
         operation, items_key, name_key, _ = _LIST[self.kind]
         oldest = min(w.created for ws in self._waiters.values() for w in ws) - timedelta(minutes=5)
         kwargs: dict[str, Any] = {
             "CreationTimeAfter": oldest,
+            "StatusEquals": "InProgress",
             "SortBy": "CreationTime",
             "SortOrder": "Descending",
             "MaxResults": PAGE_SIZE,
@@ -273,30 +385,57 @@ class JobListWatcher:
         summaries: dict[str, dict[str, Any]] = {}
         call = getattr(client, operation)
         self.stats.list_calls += 1
+        pages = 0
+        attempt = 0
         while True:
-            page = await call(**kwargs)
+            try:
+                page = await call(**kwargs)
+            except Exception as err:
+                attempt += 1
+                if not is_transient(err) or attempt >= PAGE_ATTEMPTS:
+                    raise
+                self.stats.transient_errors += 1
+                await asyncio.sleep(backoff_delay(attempt, base=0.5, cap=10.0))
+                continue
+            attempt = 0
+            pages += 1
             self.stats.pages += 1
+            if pages == 1:
+                self._service_time = (service_now(page), asyncio.get_running_loop().time())
             for summary in page.get(items_key, []):
                 summaries[summary[name_key]] = summary
             token = page.get("NextToken")
             if not token:
-                return summaries
+                return summaries, pages
             kwargs["NextToken"] = token
 
-    def _dispatch(self, summaries: dict[str, dict[str, Any]]) -> None:
+    async def _dispatch(self, summaries: dict[str, dict[str, Any]], started: float) -> None:
+        """Wake the waiters this pass has news for, :data:`WAKE_BATCH` per event-loop turn."""
+        wake: list[tuple[_Waiter, Observation]] = []
+        listed_at = self._service_time[0] if self._service_time else None
         for name, waiters in list(self._waiters.items()):
             summary = summaries.get(name)
-            for waiter in list(waiters):
-                if waiter.future.done():
+            for waiter in waiters:
+                if waiter.future.done() or waiter.registered > started:
+                    continue  # the pass may have listed before this job existed
+                if summary is not None:
+                    waiter.seen, waiter.missing_rounds, waiter.summary = True, 0, summary
+                    if waiter.is_change(summary):
+                        wake.append((waiter, Observation(True, summary)))
                     continue
-                if summary is None:
-                    waiter.missing_rounds += 1
-                    if waiter.missing_rounds >= MISSING_ROUNDS:
-                        waiter.future.set_result(None)
-                        self.stats.wakeups += 1
-                elif waiter.is_change(summary):
-                    waiter.future.set_result(summary)
-                    self.stats.wakeups += 1
+                waiter.missing_rounds += 1
+                if (
+                    waiter.seen
+                    or waiter.missing_rounds >= MISSING_ROUNDS
+                    or (listed_at is not None and waiter.created < listed_at - LISTING_GRACE)
+                ):
+                    wake.append((waiter, Observation(True, None)))
+        for index, (waiter, observation) in enumerate(wake):
+            if index and index % WAKE_BATCH == 0:
+                await asyncio.sleep(0)
+            if not waiter.future.done():
+                waiter.future.set_result(observation)
+                self.stats.wakeups += 1
 
     def _fail_all(self, error: Exception) -> None:
         for waiters in self._waiters.values():

@@ -12,6 +12,7 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
     kwargs = {
         "job_name": "nightly-1",
         "job_kind": "processing",
+        "creation_time": "2026-11-29T19:30:00+00:00",
         "wait_for": "completion",
         "preferences": [{"instance_type": "ml.g5.xlarge", "instance_count": 2, "training_plan_arn": None}],
         "poll_interval": 7.5,

@@ -164,3 +164,141 @@ def test_wait_for_completion_reports_the_final_status(sm: Any) -> None:
 def test_unknown_job_is_an_error_event(sm: Any) -> None:
     event = asyncio.run(first_event(trigger("never-created")))
     assert event["status"] == "error" and "no training job named" in event["reason"]
+
+
+# -- starting from the shared listing (the deferring task passed the job's CreationTime) -------------
+
+
+def created_at(sm: Any, name: str) -> str:
+    describe = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName=name)
+    return describe["CreationTime"].isoformat()
+
+
+def test_with_creation_time_each_job_is_described_once_after_its_change(sm: Any) -> None:
+    n = 40
+    sm.load_scenario(staggered(n, step=120))
+    names = [f"listed-{i:02d}" for i in range(n)]
+    for name in names:
+        submit(sm, name)
+    creation = {name: created_at(sm, name) for name in names}
+    before = dict(sm.stats()["operations"])
+
+    async def main() -> list[dict[str, Any]]:
+        return await asyncio.gather(
+            *(first_event(trigger(name, creation_time=creation[name])) for name in names)
+        )
+
+    events = asyncio.run(main())
+    assert [e["status"] for e in events] == ["success"] * n
+    assert [e["outcome"]["preference_rank"] for e in events] == [2] * n
+    ops = sm.stats()["operations"]
+    assert ops["DescribeTrainingJob"] - before["DescribeTrainingJob"] == n, ops
+    assert ops["ListTrainingJobs"] - before.get("ListTrainingJobs", 0) > 0
+
+
+def test_triggers_starting_together_share_their_first_pass(sm: Any) -> None:
+    # Capacity is free: every job leaves Pending at once, so each trigger fires on its first look.
+    n = 60
+    sm.load_scenario(
+        {"time_scale": 600, "job_runtime_seconds": 86400, "capacity": {G6: [{"from": 0, "free": 2 * n}]}}
+    )
+    names = [f"burst-{i:02d}" for i in range(n)]
+    for name in names:
+        submit(sm, name)
+    creation = {name: created_at(sm, name) for name in names}
+    sm.advance(600)  # past Starting: all are Downloading now
+    before = sm.stats()["operations"].get("ListTrainingJobs", 0)
+
+    async def main() -> list[dict[str, Any]]:
+        triggers = [trigger(name, creation_time=creation[name]) for name in names]
+        # One poll interval of 30 s: only an early pass can deliver the events within the test's timeout.
+        for t in triggers:
+            t.poll_interval = 30.0
+        return await asyncio.wait_for(asyncio.gather(*(first_event(t) for t in triggers)), 20)
+
+    events = asyncio.run(main())
+    assert {e["outcome"]["selected_instance_type"] for e in events} == {G6}
+    lists = sm.stats()["operations"]["ListTrainingJobs"] - before
+    assert lists <= 3, f"{lists} List calls for one start-up burst"
+
+
+def test_a_listed_job_that_ends_wakes_its_trigger_at_once(sm: Any) -> None:
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "ends-early")
+    creation = created_at(sm, "ends-early")
+
+    async def main() -> dict[str, Any]:
+        task = asyncio.ensure_future(first_event(trigger("ends-early", creation_time=creation)))
+        await asyncio.sleep(1.0)  # listed a few times, still Pending
+        assert not task.done()
+        sm.boto3_client("sagemaker").stop_training_job(TrainingJobName="ends-early")
+        return await asyncio.wait_for(task, 10)
+
+    event = asyncio.run(main())
+    assert event["status"] == "error"
+    assert event["error_type"] in ("JobStoppedError", "CapacityUnavailableError"), event
+
+
+def test_waiting_progress_is_logged_from_the_listing(sm: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "quiet")
+    creation = created_at(sm, "quiet")
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(first_event(trigger("quiet", creation_time=creation)), 2.0)
+
+    before = sm.stats()["operations"].get("DescribeTrainingJob", 0)
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("airflow_provider_sm_prefs.triggers.capacity.PROGRESS_LOG_EVERY", 0.5)
+        asyncio.run(main())
+    assert sm.stats()["operations"].get("DescribeTrainingJob", 0) == before  # logs cost no call
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if "quiet still Pending after" in line]
+    assert lines and f"{G6}×2 → {G5}×4" in lines[0], out
+
+
+@pytest.mark.parametrize(
+    ("waiters", "pages", "expected"),
+    [(1, 1, 30.0), (10, 1, 30.0), (100, 1, 18.0), (1000, 10, 18.0), (3000, 10, 10.0), (1000, 40, 30.0)],
+)
+def test_list_cadence_speeds_up_only_while_listing_stays_cheap(
+    waiters: int, pages: int, expected: float
+) -> None:
+    async def cadence() -> float:
+        watcher = watcher_module.JobListWatcher(
+            ("k", "training"), lambda: None, watcher_module.JobKind.TRAINING
+        )
+        loop = asyncio.get_running_loop()
+        for i in range(waiters):
+            watcher._waiters[f"j{i}"] = [
+                watcher_module._Waiter(
+                    f"j{i}",
+                    None,
+                    30.0,
+                    watcher_module.capacity_changed,
+                    loop.create_future(),
+                    0.0,  # type: ignore[arg-type]
+                )
+            ]
+        return watcher._cadence(pages)
+
+    interval = asyncio.run(cadence())
+    assert interval == pytest.approx(expected)
+    # Faster than the poll interval only while List calls stay under 1/60 of per-job Describes at 30 s.
+    if interval < 30.0:
+        assert pages / interval <= waiters / 30.0 / 60 + 1e-9
+
+
+def test_a_job_that_ended_before_its_trigger_started_is_reported_on_the_first_pass(sm: Any) -> None:
+    sm.load_scenario({"time_scale": 600, "job_runtime_seconds": 60})
+    submit(sm, "done-already")
+    creation = created_at(sm, "done-already")
+    sm.advance(3600)
+    assert sm.job("done-already")["status"] == "Completed"
+    t = trigger("done-already", creation_time=creation)
+    t.poll_interval = 30.0  # only the first pass can answer within the timeout
+
+    event = asyncio.run(asyncio.wait_for(first_event(t), 10))
+    assert event["status"] == "success" and event["outcome"]["job_status"] == "Completed"
