@@ -21,6 +21,7 @@ single AWS call instead of after a round trip, or worse, after a retry storm.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import difflib
 import json
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
-from typing import Any, overload
+from typing import Any, TypeGuard, overload
 
 from airflow_provider_sm_prefs import service_model
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
@@ -148,24 +149,9 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
             f"{where}: expected a dict like {{'instance_type': 'ml.g5.48xlarge', 'instance_count': 2}}, "
             f"an InstancePreference or an instance type string, got {type(value).__name__} {value!r}"
         ]
-    problems: list[str] = []
     keys = set(value)
-    for key in sorted(keys & set(_JOB_LEVEL_SETTINGS), key=str):
-        problems.append(
-            f"{where}.{key}: {key} applies to whichever entry is selected; set it once on the job "
-            f"(ResourceConfig / ClusterConfig), not per entry"
-        )
-    unknown = keys - _SNAKE_KEYS - _API_KEYS - set(_JOB_LEVEL_SETTINGS)
-    for key in sorted(unknown, key=str):
-        close = difflib.get_close_matches(str(key), sorted(_SNAKE_KEYS | _API_KEYS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        problems.append(
-            f"{where}: unknown key {key!r}{hint} (an entry takes instance_type, instance_count, training_plan_arn)"
-        )
-    if (keys & _SNAKE_KEYS) and (keys & _API_KEYS):
-        problems.append(
-            f"{where}: mixes snake_case and API-cased keys ({sorted(keys & (_SNAKE_KEYS | _API_KEYS))}); use one style"
-        )
+    # Keys all of one style (the usual case) leave nothing for _key_problems to report.
+    problems = [] if keys <= _SNAKE_KEYS or keys <= _API_KEYS else _key_problems(keys, where)
 
     instance_type = value.get("instance_type", value.get("InstanceType"))
     if not isinstance(instance_type, str) or not instance_type.strip():
@@ -207,6 +193,28 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
     if instance_type is None:
         return None, problems
     return InstancePreference(instance_type, count, plan), problems
+
+
+def _key_problems(keys: set[Any], where: str) -> list[str]:
+    """Problems with the keys of one entry: job-level settings, unknown keys, mixed styles."""
+    problems: list[str] = []
+    for key in sorted(keys & set(_JOB_LEVEL_SETTINGS), key=str):
+        problems.append(
+            f"{where}.{key}: {key} applies to whichever entry is selected; set it once on the job "
+            f"(ResourceConfig / ClusterConfig), not per entry"
+        )
+    unknown = keys - _SNAKE_KEYS - _API_KEYS - set(_JOB_LEVEL_SETTINGS)
+    for key in sorted(unknown, key=str):
+        close = difflib.get_close_matches(str(key), sorted(_SNAKE_KEYS | _API_KEYS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(
+            f"{where}: unknown key {key!r}{hint} (an entry takes instance_type, instance_count, training_plan_arn)"
+        )
+    if (keys & _SNAKE_KEYS) and (keys & _API_KEYS):
+        problems.append(
+            f"{where}: mixes snake_case and API-cased keys ({sorted(keys & (_SNAKE_KEYS | _API_KEYS))}); use one style"
+        )
+    return problems
 
 
 def _coerce_list(raw: Any) -> tuple[list[Any] | None, list[str]]:
@@ -282,7 +290,6 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 f"{FIELD}: {len(items)} entries given; SageMaker accepts at most {MAX_ENTRIES} — "
                 f"drop the least preferred ({', '.join(_type_of(i) for i in items[MAX_ENTRIES:])})"
             )
-        valid_types = service_model.instance_types(kind.value)
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             where = f"{FIELD}[{index}]"
@@ -298,7 +305,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 )
             else:
                 seen[itype] = index
-            if itype not in valid_types:
+            if not service_model.accepts_instance_type(kind.value, itype):
                 problems.append(f"{where}: {_unknown_type_message(itype, kind)}")
             if entry.instance_count is not None:
                 low, high = (1, PROCESSING_MAX_COUNT) if kind is JobKind.PROCESSING else (1, None)
@@ -396,18 +403,71 @@ class InstancePreferenceList(Sequence[InstancePreference]):
     # -- the request around the list --------------------------------------------------------------
     def validate_request(self, request: Mapping[str, Any]) -> list[str]:
         """Problems of the Create request that carries this list (R3, R4, R5, R7, R8, R13); [] if none."""
-        problems: list[str] = []
         cluster = _get_path(request, self.kind.cluster_path) or {}
-        field = self.kind.cluster_field
         if not isinstance(cluster, Mapping):
-            return [f"{field}: expected a dict"]
+            return [f"{self.kind.cluster_field}: expected a dict"]
+        stopping = request.get("StoppingCondition") or {}
+        pending = stopping.get("MaxPendingTimeInSeconds") if isinstance(stopping, Mapping) else None
+        return self._problems(request, cluster, cluster.get("InstanceCount"), pending)
 
+    def request_problems(
+        self, request: Mapping[str, Any], max_pending_seconds: int | None = None
+    ) -> list[str]:
+        """Every problem :meth:`render` raises for ``request``, found without copying or rendering it.
+
+        The rules of :meth:`validate_request` apply to the request as rendered (count cast, and
+        ``max_pending_seconds`` in place where :meth:`render` puts it), plus the ``max_pending`` rules.
+        """
+        cluster: Mapping[str, Any] = request
+        for key in self.kind.cluster_path:
+            node = cluster.get(key)
+            if node is None:
+                node = {}
+            elif not isinstance(node, Mapping):
+                return [f"{self.kind.cluster_field}: expected a dict, got {node!r}"]
+            cluster = node
+        job_count = cluster.get("InstanceCount")
+        if job_count is not None and _to_int(job_count) is not None:
+            job_count = _to_int(job_count)  # as rendered
+        problems: list[str] = []
+        stopping = request.get("StoppingCondition") or {}
+        if self._sets_max_pending(max_pending_seconds):
+            given = dict(stopping).get("MaxPendingTimeInSeconds")
+            if given is not None and _to_int(given) != max_pending_seconds:
+                problems.append(
+                    f"max_pending: {max_pending_seconds}s conflicts with StoppingCondition.MaxPendingTimeInSeconds="
+                    f"{given} in config; set it in one place"
+                )
+            elif max_pending_seconds < MIN_PENDING_SECONDS:
+                problems.append(
+                    f"max_pending: {max_pending_seconds}s is below SageMaker's minimum MaxPendingTimeInSeconds of "
+                    f"{MIN_PENDING_SECONDS}s (30 minutes); use at least timedelta(minutes=30)"
+                )
+            elif max_pending_seconds > MAX_PENDING_SECONDS:
+                problems.append(
+                    f"max_pending: {max_pending_seconds}s is above SageMaker's maximum of {MAX_PENDING_SECONDS}s (28 days)"
+                )
+            pending: Any = max_pending_seconds
+        else:
+            pending = stopping.get("MaxPendingTimeInSeconds") if isinstance(stopping, Mapping) else None
+        problems.extend(self._problems(request, cluster, job_count, pending))
+        return problems
+
+    def _sets_max_pending(self, max_pending_seconds: int | None) -> TypeGuard[int]:
+        """Whether :meth:`render` writes ``max_pending_seconds`` to MaxPendingTimeInSeconds."""
+        return max_pending_seconds is not None and self.kind is JobKind.TRAINING and self.waits_for_capacity
+
+    def _problems(
+        self, request: Mapping[str, Any], cluster: Mapping[str, Any], job_count: Any, pending: Any
+    ) -> list[str]:
+        """The request-level rules, given the cluster settings, job-level count and pending limit."""
+        problems: list[str] = []
+        field = self.kind.cluster_field
         if cluster.get("InstanceType") is not None:
             problems.append(
                 f"{field}.InstanceType: {cluster['InstanceType']} is set together with {FIELD}; "
                 f"remove it — the preference list replaces the job-level instance type"
             )
-        job_count = cluster.get("InstanceCount")
         if self.per_entry_counts and job_count is not None:
             problems.append(
                 f"{field}.InstanceCount: counts are given both per entry and at job level; "
@@ -426,8 +486,6 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                     bound = f"1..{limit}" if limit else "at least 1"
                     problems.append(f"{field}.InstanceCount: {job_count!r} is not a valid count; use {bound}")
 
-        stopping = request.get("StoppingCondition") or {}
-        pending = stopping.get("MaxPendingTimeInSeconds") if isinstance(stopping, Mapping) else None
         if self.kind is JobKind.TRAINING:
             for key in ("InstanceGroups", "InstancePlacementConfig"):
                 if cluster.get(key):
@@ -474,44 +532,25 @@ class InstancePreferenceList(Sequence[InstancePreference]):
 
         :raises InvalidInstancePreferencesError: if the rendered request breaks a rule.
         """
+        problems = self.request_problems(request, max_pending_seconds)
+        if problems:
+            raise InvalidInstancePreferencesError(problems)
+        return self._rendered(request, max_pending_seconds)
+
+    def _rendered(self, request: Mapping[str, Any], max_pending_seconds: int | None) -> dict[str, Any]:
+        """:meth:`render` for a request that :meth:`request_problems` found nothing wrong with."""
         out = copy.deepcopy(dict(request))
         cluster = out
         for key in self.kind.cluster_path:
-            node = cluster.get(key)
-            if node is None:
-                node = {}
-            elif not isinstance(node, Mapping):
-                raise InvalidInstancePreferencesError(
-                    [f"{self.kind.cluster_field}: expected a dict, got {node!r}"]
-                )
-            cluster[key] = dict(node)
+            cluster[key] = dict(cluster.get(key) or {})
             cluster = cluster[key]
         cluster["InstancePreferences"] = self.as_api()
         if cluster.get("InstanceCount") is not None and _to_int(cluster["InstanceCount"]) is not None:
             cluster["InstanceCount"] = _to_int(cluster["InstanceCount"])
-        problems: list[str] = []
-        if max_pending_seconds is not None and self.kind is JobKind.TRAINING and self.waits_for_capacity:
+        if self._sets_max_pending(max_pending_seconds):
             stopping = dict(out.get("StoppingCondition") or {})
-            given = stopping.get("MaxPendingTimeInSeconds")
-            if given is not None and _to_int(given) != max_pending_seconds:
-                problems.append(
-                    f"max_pending: {max_pending_seconds}s conflicts with StoppingCondition.MaxPendingTimeInSeconds="
-                    f"{given} in config; set it in one place"
-                )
-            elif max_pending_seconds < MIN_PENDING_SECONDS:
-                problems.append(
-                    f"max_pending: {max_pending_seconds}s is below SageMaker's minimum MaxPendingTimeInSeconds of "
-                    f"{MIN_PENDING_SECONDS}s (30 minutes); use at least timedelta(minutes=30)"
-                )
-            elif max_pending_seconds > MAX_PENDING_SECONDS:
-                problems.append(
-                    f"max_pending: {max_pending_seconds}s is above SageMaker's maximum of {MAX_PENDING_SECONDS}s (28 days)"
-                )
             stopping["MaxPendingTimeInSeconds"] = max_pending_seconds
             out["StoppingCondition"] = stopping
-        problems.extend(self.validate_request(out))
-        if problems:
-            raise InvalidInstancePreferencesError(problems)
         return out
 
 
@@ -525,7 +564,7 @@ def _type_of(item: Any) -> str:
 
 def _unknown_type_message(instance_type: str, kind: JobKind) -> str:
     other = JobKind.TRAINING if kind is JobKind.PROCESSING else JobKind.PROCESSING
-    if instance_type in service_model.instance_types(other.value):
+    if service_model.accepts_instance_type(other.value, instance_type):
         if kind is JobKind.PROCESSING:
             return (
                 f"{instance_type} is a training-only type; processing accepts fewer types "
@@ -568,17 +607,17 @@ def to_seconds(value: timedelta | int | float | str | None, field: str = "max_pe
     return int(seconds)
 
 
-def build_request(
+def check_request(
     kind: JobKind | str,
     config: Mapping[str, Any],
     instance_preferences: Any = None,
     max_pending_seconds: int | None = None,
-) -> tuple[dict[str, Any], InstancePreferenceList]:
-    """Validate and render a Create* request; the list comes from the argument or from ``config``.
+) -> InstancePreferenceList:
+    """Every rule of :func:`build_request`, without building the request (what a DAG parse needs).
 
     Exactly one place must hold the list. Every problem is reported at once.
 
-    :returns: the request to send and the parsed list.
+    :returns: the parsed list.
     :raises InvalidInstancePreferencesError: naming each broken rule and its fix.
     """
     job_kind = JobKind(kind)
@@ -602,17 +641,28 @@ def build_request(
             ]
         )
     parsed, problems = InstancePreferenceList._parse(raw, job_kind)
+    prefs = InstancePreferenceList._from_parsed(parsed, job_kind)
     if problems:
         # Also report the request-level rules, so one run shows every problem.
-        try:
-            shell = InstancePreferenceList._from_parsed(parsed, job_kind)
-            stripped = copy.deepcopy(dict(config))
-            node = _get_path(stripped, job_kind.cluster_path)
-            if isinstance(node, dict):
-                node.pop("InstancePreferences", None)
-            problems.extend(p for p in shell.validate_request(stripped) if p not in problems)
-        except Exception:  # the list problems are what matter; never mask them
-            pass
+        with contextlib.suppress(Exception):  # the list problems are what matter; never mask them
+            problems.extend(p for p in prefs.validate_request(config) if p not in problems)
+    else:
+        problems = prefs.request_problems(config, max_pending_seconds)
+    if problems:
         raise InvalidInstancePreferencesError(problems)
-    prefs = InstancePreferenceList._from_parsed(parsed, job_kind)
-    return prefs.render(config, max_pending_seconds), prefs
+    return prefs
+
+
+def build_request(
+    kind: JobKind | str,
+    config: Mapping[str, Any],
+    instance_preferences: Any = None,
+    max_pending_seconds: int | None = None,
+) -> tuple[dict[str, Any], InstancePreferenceList]:
+    """Validate (see :func:`check_request`) and render a Create* request.
+
+    :returns: the request to send and the parsed list.
+    :raises InvalidInstancePreferencesError: naming each broken rule and its fix.
+    """
+    prefs = check_request(kind, config, instance_preferences, max_pending_seconds)
+    return prefs._rendered(config, max_pending_seconds), prefs

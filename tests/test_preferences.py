@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 import subprocess
 import sys
+import textwrap
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +24,7 @@ from airflow_provider_sm_prefs.preferences import (
     InstancePreferenceList,
     JobKind,
     build_request,
+    check_request,
     to_seconds,
 )
 
@@ -452,6 +457,79 @@ def test_r14_types_come_from_botocore_service_model() -> None:
         assert service_model.instance_types(kind) == frozenset(_MODEL.shape_for(shape).enum)
 
 
+def _snapshot_text(types: Iterable[str]) -> str:
+    """The types as service_model.py lists them: one line per family, wrapped at 100 characters."""
+    families = itertools.groupby(sorted(types), key=lambda t: t.split(".")[1])
+    return "\n".join(line for _, group in families for line in textwrap.wrap(" ".join(group), 100))
+
+
+def test_r14_parse_time_snapshot_equals_botocore_enums() -> None:
+    """Parse-time checks answer from INSTANCE_TYPES_SNAPSHOT: it must be exactly botocore's enums."""
+    training = frozenset(_MODEL.shape_for("TrainingInstanceType").enum)
+    processing = frozenset(_MODEL.shape_for("ProcessingInstanceType").enum)
+    snapshot = service_model.INSTANCE_TYPES_SNAPSHOT
+    assert snapshot["training"] == training and snapshot["processing"] == processing, (
+        "The installed botocore's instance types differ from the snapshot; in "
+        "airflow_provider_sm_prefs/service_model.py set _TRAINING_INSTANCE_TYPES to\n"
+        f"{_snapshot_text(training)}\n\nand _TRAINING_ONLY_INSTANCE_TYPES to\n"
+        f"{textwrap.fill(' '.join(sorted(training - processing)), 100)}\n"
+        f"(processing-only types, which the snapshot cannot express: {sorted(processing - training)})"
+    )
+
+
+@pytest.mark.parametrize("kind", ["training", "processing"])
+def test_r14_accepts_instance_type_agrees_with_the_service_model(kind: str) -> None:
+    model_types = service_model.instance_types(kind)
+    others = service_model.instance_types("training") | {
+        "ml.g5.48xlarg",
+        "ml.nope.xlarge",
+        "",
+        "ML.M5.XLARGE",
+    }
+    for instance_type in sorted(model_types | others):
+        assert service_model.accepts_instance_type(kind, instance_type) is (instance_type in model_types)
+    with pytest.raises(ValueError, match="job kind must be one of"):
+        service_model.accepts_instance_type("inference", "ml.m5.xlarge")
+
+
+def test_r14_type_missing_from_snapshot_is_looked_up_in_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A type a newer botocore added (absent from the snapshot) is still accepted."""
+    trimmed = service_model.INSTANCE_TYPES_SNAPSHOT["training"] - {"ml.g6e.48xlarge"}
+    monkeypatch.setitem(service_model.INSTANCE_TYPES_SNAPSHOT, "training", trimmed)
+    assert service_model.accepts_instance_type("training", "ml.g6e.48xlarge")
+    assert InstancePreferenceList(["ml.g6e.48xlarge"]).instance_types == ["ml.g6e.48xlarge"]
+
+
+def test_check_request_gives_each_call_its_own_problems() -> None:
+    entries: list[Any] = [{"instance_type": "ml.g5.xlarge", "instance_count": 1}, "ml.g5.48xlarg"]
+    with pytest.raises(InvalidInstancePreferencesError) as first:
+        check_request("training", training_config(), entries)
+    first.value.problems.append("changed by the caller")
+    with pytest.raises(InvalidInstancePreferencesError) as second:
+        check_request("training", training_config(), entries)
+    assert second.value.problems == first.value.problems[:-1]
+    assert len(second.value.problems) == 3  # the type, a count on one entry only, no job-level count
+    # Lists of objects and of plain values give the same result.
+    objects = [InstancePreference("ml.g5.xlarge", 1), InstancePreference("ml.g5.48xlarge", 2)]
+    plain = [entry.as_dict() for entry in objects]
+    assert check_request("training", training_config(), objects) == check_request(
+        "training", training_config(), plain
+    )
+
+
+def test_checking_a_valid_list_does_not_read_botocore_service_model() -> None:
+    """The model (~1 MB of gzip'd JSON) would cost every DAG-parsing process tens of milliseconds."""
+    code = (
+        "from airflow_provider_sm_prefs import preferences, service_model\n"
+        "config = {'ResourceConfig': {'InstanceCount': 1}}\n"
+        "preferences.check_request('training', config, ['ml.g6e.48xlarge', 'ml.p4d.24xlarge'], 3600)\n"
+        "preferences.build_request('processing', {}, [{'instance_type': 'ml.m5.xlarge', 'instance_count': 2}])\n"
+        "assert service_model._service_model.cache_info().currsize == 0, 'read the service model'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 # -- where the list comes from ------------------------------------------------------------------------
 
 
@@ -571,14 +649,15 @@ def test_random_valid_lists_render_to_requests_botocore_accepts(data: st.DataObj
     entries, per_entry = data.draw(valid_lists(kind))
     extra = {} if per_entry else {"InstanceCount": 2}
     if kind == "training":
-        request, prefs = build_request(
-            kind, training_config(**extra), entries, data.draw(st.integers(1800, 2_419_200))
-        )
+        seconds = data.draw(st.integers(1800, 2_419_200))
+        request, prefs = build_request(kind, training_config(**extra), entries, seconds)
+        assert check_request(kind, training_config(**extra), entries, seconds) == prefs
         botocore_accepts("CreateTrainingJob", request)
         rendered = request["ResourceConfig"]["InstancePreferences"]
         assert ("MaxPendingTimeInSeconds" in request["StoppingCondition"]) is prefs.waits_for_capacity
     else:
         request, prefs = build_request(kind, processing_config(**extra), entries)
+        assert check_request(kind, processing_config(**extra), entries) == prefs
         botocore_accepts("CreateProcessingJob", request)
         rendered = request["ProcessingResources"]["ClusterConfig"]["InstancePreferences"]
     assert [e["InstanceType"] for e in rendered] == [e["instance_type"] for e in entries]
@@ -620,3 +699,62 @@ def test_random_invalid_lists_are_rejected_naming_the_offending_entry(
         build_request(kind, training_config() if kind == "training" else processing_config(), entries)
     assert any(p.startswith(expected) or expected in p for p in err.value.problems), err.value.problems
     assert JobKind(kind)
+    with pytest.raises(InvalidInstancePreferencesError) as checked:
+        check_request(kind, training_config() if kind == "training" else processing_config(), entries)
+    assert checked.value.problems == err.value.problems
+
+
+_CLUSTER_EXTRAS: list[dict[str, Any]] = [
+    {},
+    {"InstanceCount": 2},
+    {"InstanceCount": "3"},
+    {"InstanceCount": 0},
+    {"InstanceCount": "0"},
+    {"InstanceCount": 101},
+    {"InstanceCount": "many"},
+    {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+    {"InstanceGroups": [{"InstanceGroupName": "a"}]},
+    {"TrainingPlanArn": PLAN, "InstanceCount": 1},
+]
+_STOPPING: list[Any] = [
+    None,
+    {"MaxRuntimeInSeconds": 3600},
+    {"MaxPendingTimeInSeconds": 7200},
+    {"MaxPendingTimeInSeconds": "7200"},
+    {"MaxPendingTimeInSeconds": 60},
+    {"MaxPendingTimeInSeconds": "soon"},
+]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), kind=st.sampled_from(["training", "processing"]))
+def test_check_request_enforces_exactly_what_build_request_does(data: st.DataObject, kind: str) -> None:
+    """Parse-time checks (check_request) and execute-time ones (build_request) report the same problems."""
+    entries: list[Any] = data.draw(valid_lists(kind))[0]
+    if data.draw(st.booleans()):
+        entries[0] = data.draw(st.sampled_from(["ml.x9.huge", {"instance_type": "ml.g5.xlarge", "Foo": 1}]))
+    if data.draw(st.booleans()):
+        entries[-1] = {
+            "instance_type": entries[-1]["instance_type"]
+            if isinstance(entries[-1], dict)
+            else "ml.g5.xlarge",
+            "training_plan_arn": PLAN,
+        }
+    extra = data.draw(st.sampled_from(_CLUSTER_EXTRAS))
+    config = training_config(**extra) if kind == "training" else processing_config(**extra)
+    stopping = data.draw(st.sampled_from(_STOPPING))
+    if stopping is not None:
+        config["StoppingCondition"] = stopping
+    if data.draw(st.booleans()):
+        config["EnableManagedSpotTraining"] = True
+    seconds = data.draw(st.sampled_from([None, 600, 3600, 7200, 3_000_000]))
+    original = copy.deepcopy(config)
+    try:
+        _, prefs = build_request(kind, config, entries, seconds)
+    except InvalidInstancePreferencesError as err:
+        with pytest.raises(InvalidInstancePreferencesError) as checked:
+            check_request(kind, config, entries, seconds)
+        assert checked.value.problems == err.problems
+    else:
+        assert check_request(kind, config, entries, seconds) == prefs
+    assert config == original
