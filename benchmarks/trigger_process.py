@@ -185,6 +185,9 @@ async def _drive(
     tasks: list[asyncio.Task[None]] = []
     shared_poll: Any = None
     for trigger_id, (name, kwargs) in enumerate(zip(names, serialized, strict=True), start=1):
+        # As TriggerRunner.create_triggers (Airflow 3.3) does: yield to the loop before each trigger
+        # is built, so the triggers already created start while the next ones are being created.
+        await asyncio.sleep(0)
         trigger = cls(**kwargs)
         shared_poll = getattr(trigger, "shared_poll", None)
         record: dict[str, Any] = {

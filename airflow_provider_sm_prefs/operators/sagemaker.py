@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import marshal
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -14,15 +15,19 @@ from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs import exceptions as errors
+from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, error_code, sanitize_job_name
 from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, SageMakerPreferenceJobLogsLink
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind, build_request, to_seconds
+from airflow_provider_sm_prefs.preferences import (
+    InstancePreferenceList,
+    JobKind,
+    build_request,
+    check_request,
+    to_seconds,
+)
 from airflow_provider_sm_prefs.status import JobStatus, Phase, job_status, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
-
-#: task_state_store key holding the job this task submitted (survives retries).
-STATE_KEY = "sm_prefs_job"
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor, creation_time_of
 
 _ERRORS: dict[str, type[errors.SageMakerJobError]] = {
     cls.__name__: cls
@@ -38,12 +43,27 @@ _ERRORS: dict[str, type[errors.SageMakerJobError]] = {
 
 
 def _has_template(value: Any) -> bool:
+    """Whether ``value`` or a string nested in it (dict keys and values, list and tuple items) has Jinja markup."""
+    if isinstance(value, (dict, list, tuple)):
+        # One pass in C for the common literal case: marshal takes only trees of exact builtin types and
+        # writes every string's bytes verbatim, so bytes without markup prove strings without markup.
+        try:
+            blob = marshal.dumps(value)
+        except ValueError:  # some other type in the tree: walk it
+            pass
+        else:
+            if b"{{" not in blob and b"{%" not in blob:
+                return False
+    return _walk_for_template(value)
+
+
+def _walk_for_template(value: Any) -> bool:
     if isinstance(value, str):
         return "{{" in value or "{%" in value
     if isinstance(value, Mapping):
-        return any(_has_template(k) or _has_template(v) for k, v in value.items())
+        return any(_walk_for_template(k) or _walk_for_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return any(_has_template(v) for v in value)
+        return any(_walk_for_template(v) for v in value)
     return False
 
 
@@ -116,9 +136,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         region_name: str | None = None,
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
+        on_failure_callback: Any = STOP_UNATTENDED_JOB,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        # Stop the job if the task fails for good while it still runs, also when Airflow fails the task
+        # without running it (scheduler race apache/airflow#72716): see callbacks.py. The default is also
+        # what .partial() records for mapped tasks; a user's callbacks run first.
+        super().__init__(on_failure_callback=with_job_stop(on_failure_callback), **kwargs)
         self.config = config
         self.instance_preferences = (
             instance_preferences.as_list()
@@ -138,7 +162,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._job_name: str | None = None
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
         if not any(_has_template(v) for v in (config, self.instance_preferences, max_pending)):
-            build_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
+            check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
@@ -309,11 +333,16 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         )
 
     def _trigger(
-        self, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
+        self,
+        wait_for: WaitFor,
+        prefs: InstancePreferenceList,
+        deadline: float | None,
+        describe: Mapping[str, Any] | None = None,
     ) -> SageMakerCapacityTrigger:
         assert self._job_name is not None
         return SageMakerCapacityTrigger(
             job_name=self._job_name,
+            creation_time=creation_time_of(describe),
             job_kind=self.job_kind.value,
             wait_for=wait_for.value,
             preferences=prefs.as_list(),
@@ -331,11 +360,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _wait(
         self, context: Context, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
     ) -> dict[str, Any] | None:
-        trigger = self._trigger(wait_for, prefs, deadline)
+        assert self._job_name is not None
         method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
-        if self.deferrable:
-            # Check before deferring: a reattached or fast job may already be past Pending.
-            describe = self.hook.describe_job(self.job_kind, trigger.job_name)
+        if not self.deferrable:
+            trigger = self._trigger(wait_for, prefs, deadline)
+        else:
+            # Check before deferring: a reattached or fast job may already be past Pending. The
+            # trigger starts from this look (CreationTime) instead of Describing the job again.
+            describe = self.hook.describe_job(self.job_kind, self._job_name)
+            trigger = self._trigger(wait_for, prefs, deadline, describe)
             if describe is None or not self._reached(phase_of(self.job_kind, describe), wait_for):
                 self.defer(
                     trigger=trigger,

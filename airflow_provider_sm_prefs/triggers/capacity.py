@@ -69,9 +69,6 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     :param job_name: SageMaker job name.
     :param job_kind: ``training`` or ``processing``.
-    :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
-        With it, a shared-poll wait starts from the shared List loop instead of Describing the job
-        again; without it the trigger Describes the job first.
     :param wait_for: ``capacity`` (leave Pending) or ``completion`` (terminal status).
     :param preferences: the submitted list (``InstancePreferenceList.as_list()``), for rank and logs.
     :param poll_interval: seconds between Describe calls at first.
@@ -84,20 +81,22 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param stop_job_on_kill: stop the job when the deferred task is marked failed/success or cleared.
     :param shared_poll: learn about changes from one paginated List* loop shared by every trigger of
         this process (same connection and region) instead of one Describe per job per poll; the job
-        is Described only when its summary changed (and every 30 minutes as a safety net). Falls back
+        is Described only when its summary changed (and every hour as a safety net). Falls back
         to per-job polling if listing is not permitted. Not used for processing capacity waits: a
         processing summary does not show a selected entry.
     :param aws_conn_id: Airflow AWS connection id.
     :param region_name: AWS region (kept across deferral, never re-derived).
     :param verify: TLS verification setting.
     :param botocore_config: botocore config as a dict.
+    :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
+        With it, a shared-poll wait starts from the shared List loop instead of Describing the job
+        again; without it the trigger Describes the job first.
     """
 
     def __init__(
         self,
         job_name: str,
         job_kind: str = JobKind.TRAINING.value,
-        creation_time: str | None = None,
         wait_for: str = WaitFor.CAPACITY.value,
         preferences: list[dict[str, Any]] | None = None,
         poll_interval: float = 30.0,
@@ -110,6 +109,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         region_name: str | None = None,
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
+        creation_time: str | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -290,7 +290,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 if not is_transient(err):
                     raise
                 attempt += 1
-                delay = max(interval, backoff_delay(attempt, base=interval, cap=max(ceiling, 60.0)))
+                delay = backoff_delay(attempt, base=min(interval, 2.0), cap=max(ceiling, 60.0))
                 self.log.warning(
                     "Describe %s failed transiently (%s); retry %d in %.1fs",
                     self.job_name,
