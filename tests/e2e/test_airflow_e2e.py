@@ -236,7 +236,8 @@ def test_triggerer_killed_while_20_tasks_wait_loses_no_job_and_no_pending_time(
 
     airflow.kill_process("triggerer", signal.SIGKILL)
     assert not airflow.is_alive("triggerer")
-    before = airflow.sm.stats()["jobs"]  # after the kill: nothing of the old triggerer can poll any more
+    # After the kill: nothing of the old triggerer can poll any more.
+    before = airflow.sm.stats()
     time.sleep(3)
     # Nothing fails while no triggerer runs: the tasks stay deferred, the jobs keep waiting.
     assert {ti["state"] for ti in job_tis(airflow, run_id)} == {"deferred"}
@@ -245,13 +246,16 @@ def test_triggerer_killed_while_20_tasks_wait_loses_no_job_and_no_pending_time(
     def taken_over() -> bool:
         tis = job_tis(airflow, run_id)
         owners = {(ti["trigger"] or {}).get("triggerer_id") for ti in tis}
-        now = airflow.sm.stats()["jobs"]
-        # Every trigger now belongs to the new triggerer and has asked SageMaker about its job again.
-        return (
-            None not in owners
-            and not owners & old_triggerer
-            and all(now[n]["DescribeTrainingJob"] > before[n]["DescribeTrainingJob"] for n in names)
+        now = airflow.sm.stats()
+        # Every trigger now belongs to the new triggerer, and it has asked SageMaker again: the triggers
+        # start from the shared ListTrainingJobs pass (they carry the jobs' CreationTime), not a Describe.
+        listed = now["operations"].get("ListTrainingJobs", 0) > before["operations"].get(
+            "ListTrainingJobs", 0
         )
+        described = all(
+            now["jobs"][n]["DescribeTrainingJob"] > before["jobs"][n]["DescribeTrainingJob"] for n in names
+        )
+        return None not in owners and not owners & old_triggerer and (listed or described)
 
     wait_for(taken_over, 120, "the restarted triggerer to take over every trigger", every=1.0)
     # Open the capacity window: every job leaves Pending at the same emulated instant.
