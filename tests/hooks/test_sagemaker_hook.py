@@ -17,22 +17,13 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     service_now,
 )
 from airflow_provider_sm_prefs.preferences import JobKind, build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"
 
 
 def request(name: str = "hooked", prefs: Any = None) -> tuple[dict[str, Any], Any]:
-    config = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/r",
-        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
-        "ResourceConfig": {"VolumeSizeInGB": 10},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-    }
+    config = training_config(name)
     return build_request(
         "training",
         config,

@@ -25,23 +25,14 @@ from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from airflow_provider_sm_prefs.outcome import XComKey
 from airflow_provider_sm_prefs.preferences import JobKind, build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"
 PREFS = [{"instance_type": P4D, "instance_count": 1}, {"instance_type": G5, "instance_count": 4}]
 
 
 def config(name: str = "cb") -> dict[str, Any]:
-    return {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/r",
-        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
-        "ResourceConfig": {"VolumeSizeInGB": 10},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-    }
+    return training_config(name)
 
 
 def user_callback(context: Any) -> None:

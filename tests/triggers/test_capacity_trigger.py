@@ -9,6 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 
@@ -17,19 +18,7 @@ PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "inst
 
 
 def submit(sm: Any, name: str, tags: dict[str, str] | None = None) -> None:
-    config: dict[str, Any] = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/r",
-        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
-        "ResourceConfig": {"VolumeSizeInGB": 10},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
-    }
-    if tags:
-        config["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    config = training_config(name, max_runtime_seconds=86400, tags=tags)
     request, _ = build_request("training", config, PREFS, 86400)
     sm.boto3_client("sagemaker").create_training_job(**request)
 
