@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
-from airflow_provider_sm_prefs.testing.scenario import Scenario
+from airflow_provider_sm_prefs.testing.scenario import CapacityWindow, Scenario
 
 __all__ = [
     "ACCELERATED_PREFIXES",
@@ -316,15 +316,27 @@ class Engine:
         self._waiting_by_key: dict[_PoolKey, set[int]] = {}
         self._windows_cache: dict[str, Any] = {}
         self._pool_cache: dict[str, tuple[tuple[float, float, int], ...] | None] = {}
+        period = scenario.capacity_period
         for cap_key, windows in scenario.capacity.items():
-            for window in windows:
-                for boundary in (window.start, window.end):
-                    if not math.isinf(boundary) and boundary > 0:
-                        self._push(self._at(boundary), _Event.CAPACITY, ("od-pattern", cap_key), 0)
+            boundaries = {b for w in windows for b in (w.start, w.end) if not math.isinf(b)}
+            if period is not None:
+                # Seconds into each period; the period's end is the next period's start (offset 0).
+                for boundary in {b % period for b in boundaries}:
+                    cycle = 0 if boundary > 0 else 1
+                    self._push(
+                        self._cycle_at(cycle, boundary),
+                        _Event.CAPACITY,
+                        ("od-pattern", cap_key, (cycle, boundary)),
+                        0,
+                    )
+                continue
+            for boundary in boundaries:
+                if boundary > 0:
+                    self._push(self._at(boundary), _Event.CAPACITY, ("od-pattern", cap_key, None), 0)
         for plan in scenario.training_plans:
             for boundary in (plan.start, plan.end):
                 if not math.isinf(boundary) and boundary > 0:
-                    self._push(self._at(boundary), _Event.CAPACITY, ("plan", plan.arn), 0)
+                    self._push(self._at(boundary), _Event.CAPACITY, ("plan", plan.arn, None), 0)
 
     def _at(self, offset: float) -> float:
         """Emulated epoch of a scenario time (``offset`` emulated seconds since the start).
@@ -335,6 +347,15 @@ class Engine:
         the epoch has 2**-22 s steps, and ``(start + t) - start`` can come out just below ``t``.)
         """
         return self._start_epoch + offset
+
+    def _cycle_at(self, cycle: int, offset: float) -> float:
+        """Emulated epoch of ``offset`` seconds into period ``cycle`` (``capacity_period`` scenarios).
+
+        Like :meth:`_at`, the one expression that both schedules a periodic boundary and tests it.
+        """
+        period = self._scenario.capacity_period
+        assert period is not None
+        return self._at(cycle * period + offset)
 
     # -------------------------------------------------------------------------------------- queries
 
@@ -616,11 +637,16 @@ class Engine:
                 return choice, needs
         return None
 
-    def _on_capacity_boundary(self, ref: tuple[str, str], now: float) -> None:
-        kind, name = ref
+    def _on_capacity_boundary(self, ref: tuple[str, str, tuple[int, float] | None], now: float) -> None:
+        kind, name, periodic = ref
         if kind == "plan":
             self._retry([("plan", name)], now)
             return
+        if periodic is not None:  # a periodic boundary: schedule the same one in the next period
+            cycle, boundary = periodic
+            self._push(
+                self._cycle_at(cycle + 1, boundary), _Event.CAPACITY, (kind, name, (cycle + 1, boundary)), 0
+            )
         # A capacity key may be a glob: retry every waited-on type whose windows come from it.
         keys = [
             key
@@ -652,6 +678,26 @@ class Engine:
             self._pool_cache[instance_type] = pool
             return pool
 
+    def _periodic_limit(self, windows: tuple[CapacityWindow, ...], now: float) -> float:
+        """Pool size at ``now`` when windows repeat every ``capacity_period`` (ends compared as scheduled)."""
+        period = self._scenario.capacity_period
+        assert period is not None
+        cycle = max(0, math.floor((now - self._start_epoch) / period))
+        # Float rounding may put ``now`` on the wrong side of a period start: settle on the period whose
+        # start, computed as the boundary events compute it, is the last one at or before ``now``.
+        while cycle > 0 and self._cycle_at(cycle, 0.0) > now:
+            cycle -= 1
+        while self._cycle_at(cycle + 1, 0.0) <= now:
+            cycle += 1
+        for window in windows:
+            start = self._cycle_at(cycle, window.start)
+            end = (
+                self._cycle_at(cycle + 1, 0.0) if window.end >= period else self._cycle_at(cycle, window.end)
+            )
+            if start <= now < end:
+                return window.free
+        return 0
+
     def _limit(self, key: _PoolKey, now: float) -> float:
         # ``now`` is an emulated epoch; boundaries are compared as epochs (see ``_at``), never as
         # ``now - start_epoch``, so the instant a boundary event fires is inside the window it opens.
@@ -661,6 +707,9 @@ class Engine:
             if plan is None or not (self._at(plan.start) <= now < self._at(plan.end)):
                 return 0
             return plan.count
+        if self._scenario.capacity_period is not None:
+            periodic = self._windows_for(name)
+            return math.inf if periodic is None else self._periodic_limit(periodic, now)
         windows = self._pool_windows(name)
         if windows is None:
             return math.inf

@@ -6,7 +6,9 @@ A scenario is written by users as YAML or JSON (or passed as a dict) and validat
 means something else than its author thought makes every test built on it worthless.
 
 Times inside a scenario (capacity windows, training-plan windows) are emulated seconds since the world
-started (the emulator's start, or its last reset).
+started (the emulator's start, or its last reset). With ``capacity_period``, capacity windows repeat:
+their times are then seconds into each period, so scarcity shows whenever a job is submitted (training
+plans stay absolute: a reservation has one window).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ BUILTIN_SCENARIOS: tuple[str, ...] = (
     "plan-no-capacity",
     "throttling-storm",
     "nightly-demo",
+    "local-airflow",
 )
 
 #: AWS's upper bound for ``MaxPendingTimeInSeconds`` (28 days); used when a job gives none, because the
@@ -63,6 +66,7 @@ _TOP_LEVEL_KEYS = frozenset(
         "default_max_pending_seconds",
         "quotas",
         "capacity",
+        "capacity_period",
         "training_plans",
         "faults",
         "rate_limits",
@@ -175,6 +179,8 @@ class Scenario:
     :param default_max_pending_seconds: pending bound for jobs that give no ``MaxPendingTimeInSeconds``.
     :param quotas: ``{kind: {instance type or glob: max instances}}``; absent means unlimited.
     :param capacity: ``{instance type or glob: windows}``; types matching nothing are unlimited.
+    :param capacity_period: when set, every capacity window repeats every this many emulated seconds
+        (window times are offsets into the period; an open ``to`` means the period's end).
     :param training_plans: reservations that plan-backed entries draw from.
     :param faults: injected fault rates for the eight SageMaker operations.
     :param rate_limits: ``{operation: calls per second}`` above which ``ThrottlingException`` is returned.
@@ -193,6 +199,7 @@ class Scenario:
     default_max_pending_seconds: float = DEFAULT_MAX_PENDING_SECONDS
     quotas: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     capacity: Mapping[str, tuple[CapacityWindow, ...]] = field(default_factory=dict)
+    capacity_period: float | None = None
     training_plans: tuple[TrainingPlan, ...] = ()
     faults: Faults = field(default_factory=Faults)
     rate_limits: Mapping[str, float] = field(default_factory=dict)
@@ -259,6 +266,8 @@ class Scenario:
         }
         if self.start_epoch is not None:
             out["start_epoch"] = self.start_epoch
+        if self.capacity_period is not None:
+            out["capacity_period"] = self.capacity_period
         if self.processing_runtime_seconds is not None:
             out["processing_runtime_seconds"] = self.processing_runtime_seconds
         if self.seed is not None:
@@ -401,6 +410,26 @@ def _windows(value: Any, where: str) -> tuple[CapacityWindow, ...]:
     return tuple(windows)
 
 
+def _periodic_windows(
+    windows: tuple[CapacityWindow, ...], period: float, where: str
+) -> tuple[CapacityWindow, ...]:
+    """Windows of one period: each within ``[0, period]``, an open end closed at the period's end."""
+    out = []
+    for index, window in enumerate(windows):
+        if window.start >= period:
+            raise ScenarioError(
+                f"{where}[{index}].from: must be below capacity_period ({period:g}), got {window.start:g}; "
+                f"with capacity_period, window times are seconds into each period"
+            )
+        if not math.isinf(window.end) and window.end > period:
+            raise ScenarioError(
+                f"{where}[{index}].to: must be at most capacity_period ({period:g}), got {window.end:g}; "
+                f"with capacity_period, window times are seconds into each period"
+            )
+        out.append(CapacityWindow(window.start, min(window.end, period), window.free))
+    return tuple(out)
+
+
 def _parse(data: Mapping[str, Any], default_name: str) -> Scenario:
     data = copy.deepcopy(dict(data))
     for key in data:
@@ -448,6 +477,12 @@ def _parse(data: Mapping[str, Any], default_name: str) -> Scenario:
         _instance_type_key(t, "capacity"): _windows(w, f"capacity.{t}")
         for t, w in _mapping(data.get("capacity"), "capacity").items()
     }
+    if data.get("capacity_period") is not None:
+        period = _number(data["capacity_period"], "capacity_period", minimum=1)
+        kwargs["capacity_period"] = period
+        kwargs["capacity"] = {
+            t: _periodic_windows(ws, period, f"capacity.{t}") for t, ws in kwargs["capacity"].items()
+        }
 
     plans: list[TrainingPlan] = []
     raw_plans = data.get("training_plans") or []

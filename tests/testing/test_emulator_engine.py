@@ -103,6 +103,33 @@ def test_capacity_window_opening_starts_waiting_jobs_at_the_boundary() -> None:
     assert [t["Status"] for t in job.transitions][:3] == ["Starting", "Pending", "Downloading"]
 
 
+def test_periodic_capacity_windows_repeat_for_jobs_submitted_in_any_period() -> None:
+    engine, clock = make_engine(
+        capacity_period=1000,
+        capacity={
+            "ml.g6.48xlarge": 0,
+            "ml.g5.48xlarge": [{"from": 0, "to": 300, "free": 0}, {"from": 300, "free": 1}],
+        },
+    )
+    # Submitted 3.2 periods in (Starting ends at 3210, inside the closed part of the fourth period):
+    # the first choice never frees up, the second opens at 3300, 300 s into that period.
+    engine.advance(3200)
+    submit(engine, spec("late", ("ml.g6.48xlarge", 1), ("ml.g5.48xlarge", 1)))
+    engine.advance(200)
+    job = engine.get(JobKind.TRAINING, "late")
+    assert job.selected is not None and job.selected.rank == 2
+    assert job.selected_at == START + 3300
+    # The same window in later periods: open 300..1000 s into each, closed again at each period start.
+    engine.advance(4950 - 3400)
+    submit(engine, spec("open-part", ("ml.g5.48xlarge", 1)))  # evaluated at 4960: open
+    engine.advance(50)
+    submit(engine, spec("next-period", ("ml.g5.48xlarge", 1)))  # evaluated at 5010: closed until 5300
+    engine.advance(1000)
+    assert engine.get(JobKind.TRAINING, "open-part").selected_at == START + 4960
+    assert engine.get(JobKind.TRAINING, "next-period").selected_at == START + 5300
+    assert engine.available(("od", "ml.g6.48xlarge"), at=START + 12_345) == 0
+
+
 def test_glob_capacity_applies_per_type() -> None:
     engine, _ = make_engine(capacity={"ml.g*": [{"from": 0, "to": 100, "free": 0}, {"from": 100, "free": 1}]})
     submit(engine, spec("a", ("ml.g5.48xlarge", 1)))

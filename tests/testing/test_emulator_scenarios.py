@@ -78,6 +78,11 @@ def test_yaml_and_json_files_load(tmp_path: Path) -> None:
         ),
         ({"phase_seconds": {"starting": -5}}, "phase_seconds.starting"),
         ({"account_id": "12"}, "account_id: must be 12 digits"),
+        (
+            {"capacity_period": 600, "capacity": {G6: [{"from": 0, "to": 900, "free": 1}]}},
+            "capacity.ml.g6.48xlarge[0].to: must be at most capacity_period (600)",
+        ),
+        ({"capacity_period": 0}, "capacity_period: must be a number >= 1"),
     ],
 )
 def test_invalid_scenarios_name_the_bad_key(data: dict[str, Any], message: str) -> None:
@@ -236,3 +241,26 @@ def test_throttling_storm_is_survivable_with_retries(
     )
     assert stats["jobs"]["storm"]["CreateTrainingJob"] >= 1
     assert len(builtin.jobs()) == 1  # retried creates never made a second job
+
+
+def test_local_airflow_falls_back_whenever_a_run_is_submitted(
+    builtin: OfflineSageMaker, sm_client: Any, make_training: Callable[..., dict[str, Any]]
+) -> None:
+    builtin.load_scenario("local-airflow")
+    nightly = [
+        {"InstanceType": G6, "InstanceCount": 2},
+        {"InstanceType": G5, "InstanceCount": 4},
+        {"InstanceType": P4D, "InstanceCount": 2},
+    ]
+    # Runs an hour apart, each at a different point of the repeating 30-minute period.
+    waited = []
+    for index, offset in enumerate((0, 3600 + 900, 7200 + 1000)):
+        builtin.advance(max(0.0, offset - builtin.clock()["elapsed"]))
+        sm_client.create_training_job(**make_training(f"local-{index}", nightly))
+        builtin.advance(1500)
+        job = builtin.job(f"local-{index}")
+        assert (job["selected_instance_type"], job["selected_rank"]) == (G5, 2), job
+        waited.append(job["waited_seconds"])
+    # Early in a period the second choice is not free yet either: the job waits in Pending first
+    # (waited_seconds counts from creation, so Starting's 600 s are in every figure).
+    assert waited[0] > 850 and max(waited[1:]) < 630
