@@ -5,7 +5,8 @@ Requests are routed in this order:
 
 1. ``X-Amz-Target: SageMaker.<Op>`` for the eight emulated operations -> the emulator (fast path: no
    Flask, no moto routing);
-2. paths under ``/_emulator/`` -> admin routes (never faulted);
+2. paths under ``/_emulator/view`` -> human-readable job pages (:mod:`.view`), then the rest of
+   ``/_emulator/`` -> admin routes (never faulted);
 3. everything else (S3, CloudWatch Logs, the other SageMaker operations, ...) -> moto's dispatcher.
 
 Every emulated SageMaker response carries a ``Date`` header in *emulated* time, because clients use the
@@ -23,6 +24,7 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -30,9 +32,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_sm_prefs.testing import view
 from airflow_provider_sm_prefs.testing.api import JOB_NAME_PARAM, OPERATIONS, SageMakerApi
 from airflow_provider_sm_prefs.testing.engine import ApiError, Engine
 from airflow_provider_sm_prefs.testing.scenario import Faults, Scenario, ScenarioError, load_scenario
+from airflow_provider_sm_prefs.testing.view import VIEW_PREFIX
 
 __all__ = ["EmulatorApp", "EmulatorService", "OfflineSageMaker", "RemoteSageMaker"]
 
@@ -408,6 +412,8 @@ class EmulatorApp:
             if operation in OPERATIONS:
                 return self._sagemaker(operation, environ, start_response)
         path = environ.get("PATH_INFO", "")
+        if path == VIEW_PREFIX or path.startswith(VIEW_PREFIX + "/"):
+            return self._view(path, environ, start_response)
         if path == _ADMIN_PREFIX or path.startswith(_ADMIN_PREFIX + "/"):
             return self._admin(environ, start_response)
         return self.fallback(environ, start_response)
@@ -452,13 +458,37 @@ class EmulatorApp:
         )
         return self._send(status, payload, environ, start_response)
 
-    def _send(
-        self, status: int, payload: Any, environ: dict[str, Any], start_response: Callable[..., Any]
+    def _view(
+        self, path: str, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        data = json.dumps(payload).encode()
+        """The human-readable pages (see :mod:`.view`)."""
+        route = path[len(VIEW_PREFIX) :].strip("/")
+        scenario = self.service.scenario.name
+        status = 200
+        if not route or route == "jobs":
+            page = view.jobs_page(self.service.jobs(), scenario)
+        elif route.startswith("jobs/"):
+            name = urllib.parse.unquote(route[len("jobs/") :])
+            try:
+                page = view.job_page(self.service.job(name), scenario)
+            except KeyError:
+                status, page = 404, view.not_found_page(name)
+        else:
+            status, page = 404, view.not_found_page(route)
+        return self._send(status, page, environ, start_response, content_type="text/html; charset=utf-8")
+
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        content_type: str = "application/json",
+    ) -> Iterable[bytes]:
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         environ[_DATE_SET] = True
         headers = [
-            ("Content-Type", "application/json"),
+            ("Content-Type", content_type),
             ("Content-Length", str(len(data))),
             ("Date", email.utils.formatdate(self.service.engine.now(), usegmt=True)),
         ]

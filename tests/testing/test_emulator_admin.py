@@ -198,3 +198,33 @@ def test_a_stopped_emulator_answers_nothing_even_on_kept_alive_connections() -> 
     emulator.stop()
     with pytest.raises((EndpointConnectionError, ConnectionClosedError)):
         client.list_training_jobs()
+
+
+def test_job_page_shows_the_list_with_the_selected_entry_and_the_transitions(
+    load_frozen: Callable[..., OfflineSageMaker], client: Any, make_training: Callable[..., dict[str, Any]]
+) -> None:
+    world = load_frozen(capacity={"ml.g6.48xlarge": 0, "ml.g5.48xlarge": 8})
+    name = "view-me"
+    client.create_training_job(
+        **make_training(
+            name,
+            [
+                {"InstanceType": "ml.g6.48xlarge", "InstanceCount": 2},
+                {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 4},
+            ],
+        )
+    )
+    world.advance(600)
+    with urllib.request.urlopen(f"{world.endpoint_url}/_emulator/view/jobs/{name}", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/html")
+        page = response.read().decode()
+    selected = re.search(r"<tr class='selected'>(.*?)</tr>", page)
+    assert selected and "<td>2</td><td>ml.g5.48xlarge</td>" in selected.group(1)
+    assert "ml.g6.48xlarge" in page and "Waiting for compute capacity" not in page
+    assert "Starting the training job" in page and world.job(name)["arn"] in page
+
+    with urllib.request.urlopen(f"{world.endpoint_url}/_emulator/view", timeout=10) as response:
+        assert f"/_emulator/view/jobs/{name}" in response.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{world.endpoint_url}/_emulator/view/jobs/no-such-job", timeout=10)
+    assert missing.value.code == 404 and "no-such-job" in missing.value.read().decode()
