@@ -1,29 +1,130 @@
-"""Extra links on the operators: the job's SageMaker console page and its CloudWatch logs.
+"""Extra links on the operators: the job's page and its logs.
 
-What the links need (region, partition, job name) is pushed to XCom before the task defers, so the
-links work while the task waits for capacity.
+Against AWS they open the SageMaker console and the job's CloudWatch log streams. When the
+connection's SageMaker endpoint is not an AWS host (the offline SageMaker of
+:mod:`airflow_provider_sm_prefs.testing`), they open that endpoint's own page for the job
+(``/_emulator/view/jobs/<name>``) instead of a console page for a job that does not exist in AWS.
+
+Each link keeps one XCom, under its own key, holding the finished URL. It is pushed before the task
+defers, so the links work while the task waits for capacity; Airflow pushes the link of every extra link
+again under the same key when the task ends, with the same value.
 """
 
 from __future__ import annotations
 
+import urllib.parse
+from typing import TYPE_CHECKING, Any, ClassVar
+
 from airflow.providers.amazon.aws.links.base_aws import BASE_AWS_CONSOLE_LINK, BaseAwsLink
+from airflow.sdk import BaseOperatorLink
+from airflow.sdk.execution_time.xcom import XCom
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, Context
+    from airflow.sdk.types import TaskInstanceKey
+
+#: Host suffixes of AWS's own endpoints (commercial, China, GovCloud/ISO partitions, dual-stack).
+AWS_HOST_SUFFIXES = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".c2s.ic.gov", ".sc2s.sgov.gov")
+#: The offline SageMaker's page for one job, under its endpoint.
+OFFLINE_JOB_PATH = "/_emulator/view/jobs/{job_name}"
+
+_CONSOLE_PATH = {"training": "jobs", "processing": "processing-jobs"}
+_LOG_GROUP = {"training": "TrainingJobs", "processing": "ProcessingJobs"}
 
 
-class SageMakerPreferenceJobLink(BaseAwsLink):
-    """The job's page in the SageMaker console (lists the preferences and marks the selected one)."""
+def is_aws_endpoint(endpoint_url: str | None) -> bool:
+    """Whether SageMaker calls go to AWS (no custom endpoint, or one on an AWS host such as a VPC endpoint)."""
+    if not endpoint_url:
+        return True
+    host = (urllib.parse.urlsplit(endpoint_url).hostname or "").lower()
+    return host.endswith(AWS_HOST_SUFFIXES)
+
+
+def job_urls(
+    job_kind: str,
+    job_name: str,
+    *,
+    region_name: str,
+    aws_partition: str = "aws",
+    endpoint_url: str | None = None,
+) -> tuple[str, str]:
+    """The job page and job logs URLs for ``job_name`` of ``job_kind`` (``training``/``processing``)."""
+    if not is_aws_endpoint(endpoint_url):
+        assert endpoint_url is not None
+        page = endpoint_url.rstrip("/") + OFFLINE_JOB_PATH.format(
+            job_name=urllib.parse.quote(job_name, safe="")
+        )
+        return page, page + "#logs"
+    domain = BaseAwsLink.get_aws_domain(aws_partition) or "aws.amazon.com"
+    console = BASE_AWS_CONSOLE_LINK.format(aws_domain=domain)
+    page = f"{console}/sagemaker/home?region={region_name}#/{_CONSOLE_PATH[job_kind]}/{job_name}"
+    logs = (
+        f"{console}/cloudwatch/home?region={region_name}#logsV2:log-groups/log-group/$252Faws$252Fsagemaker$252F"
+        f"{_LOG_GROUP[job_kind]}$3FlogStreamNameFilter$3D{job_name}$252F"
+    )
+    return page, logs
+
+
+class _StoredUrlLink(BaseOperatorLink):
+    """A link whose finished URL is kept in one XCom under :attr:`key`."""
+
+    key: ClassVar[str]
+
+    @property
+    def xcom_key(self) -> str:
+        # Airflow stores every extra link's URL under ``xcom_key`` when the task ends; using the key the
+        # operator already wrote keeps one XCom per link instead of two.
+        return self.key
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        value: Any = XCom.get_value(key=self.key, ti_key=ti_key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):  # written by the first release: the console link's parts
+            return self._from_parts(value)
+        return ""
+
+    def _from_parts(self, parts: dict[str, Any]) -> str:
+        return ""
+
+    @classmethod
+    def persist(cls, context: Context, url: str) -> None:
+        """Store the URL for the task instance of ``context``."""
+        context["ti"].xcom_push(key=cls.key, value=url)
+
+
+class SageMakerPreferenceJobLink(_StoredUrlLink):
+    """The job's page: the SageMaker console (which lists the preferences and marks the selected one)."""
 
     name = "SageMaker Job"
     key = "sm_prefs_job_link"
-    format_str = BASE_AWS_CONSOLE_LINK + "/sagemaker/home?region={region_name}#/{console_path}/{job_name}"
+
+    def _from_parts(self, parts: dict[str, Any]) -> str:
+        try:
+            kind = "training" if parts["console_path"] == "jobs" else "processing"
+            return job_urls(
+                kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
+            )[0]
+        except (KeyError, TypeError):
+            return ""
 
 
-class SageMakerPreferenceJobLogsLink(BaseAwsLink):
+class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
     """The job's CloudWatch log streams."""
 
     name = "SageMaker Job Logs"
     key = "sm_prefs_job_logs_link"
-    format_str = (
-        BASE_AWS_CONSOLE_LINK
-        + "/cloudwatch/home?region={region_name}#logsV2:log-groups/log-group/$252Faws$252Fsagemaker$252F"
-        + "{log_group}$3FlogStreamNameFilter$3D{job_name}$252F"
-    )
+
+    def _from_parts(self, parts: dict[str, Any]) -> str:
+        try:
+            kind = "training" if parts["log_group"] == "TrainingJobs" else "processing"
+            return job_urls(
+                kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
+            )[1]
+        except (KeyError, TypeError):
+            return ""
+
+
+def _partition(parts: dict[str, Any]) -> str:
+    domain = parts.get("aws_domain")
+    return {"amazonaws.cn": "aws-cn", "amazonaws-us-gov.com": "aws-us-gov"}.get(str(domain), "aws")

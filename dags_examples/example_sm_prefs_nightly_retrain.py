@@ -45,7 +45,7 @@ with DAG(
 ) as dag:
 
     @task
-    def stage_dataset(params: dict[str, Any] | None = None, ts_nodash: str | None = None) -> str:
+    def stage_dataset(params: dict[str, Any] | None = None, dag_run: Any = None) -> str:
         """Put a small training set in S3 (creating the bucket if this account has none)."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
@@ -53,17 +53,19 @@ with DAG(
         bucket = params["bucket"] if params else "sm-prefs-demo"
         if not s3.check_for_bucket(bucket):
             s3.create_bucket(bucket_name=bucket)
-        key = f"nightly/{ts_nodash}/train.csv"
+        # run_after exists for every run, scheduled or triggered by hand (logical_date may be None).
+        prefix = f"nightly/{dag_run.run_after:%Y%m%dT%H%M%S}/"
         rows = "\n".join(f"{i},{i % 7},{(i * 13) % 11}" for i in range(1000))
-        s3.load_string(rows, key=key, bucket_name=bucket, replace=True)
-        return f"s3://{bucket}/nightly/{ts_nodash}/"
+        s3.load_string(rows, key=prefix + "train.csv", bucket_name=bucket, replace=True)
+        return f"s3://{bucket}/{prefix}"
 
     staged = stage_dataset()
 
     train = SageMakerPreferenceTrainingOperator(
         task_id="train",
+        # No TrainingJobName: the operator derives one per run (sm-prefs-nightly-retrain-train-<hash>),
+        # valid for scheduled and hand-triggered runs alike, and the same on every retry.
         config={
-            "TrainingJobName": "nightly-retrain-{{ ts_nodash }}",
             "AlgorithmSpecification": {
                 "TrainingImage": "{{ params.training_image }}",
                 "TrainingInputMode": "File",

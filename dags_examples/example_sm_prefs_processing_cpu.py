@@ -23,6 +23,8 @@ with DAG(
     start_date=datetime(2026, 9, 15),
     catchup=False,
     tags=["sagemaker", "instance-preferences", "example"],
+    # A retry reattaches to the job the failed try was waiting for (submit-once): it never starts a copy.
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     params={
         "role_arn": Param("arn:aws:iam::123456789012:role/SageMakerProcessingRole", type="string"),
         "image_uri": Param(
@@ -33,7 +35,6 @@ with DAG(
     SageMakerPreferenceProcessingOperator(
         task_id="prepare_features",
         config={
-            "ProcessingJobName": "prepare-features-{{ ts_nodash }}",
             "AppSpecification": {
                 "ImageUri": "{{ params.image_uri }}",
                 "ContainerEntrypoint": ["python3", "prep.py"],

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.testing import load_scenario
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -54,6 +55,22 @@ def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
     s3 = sm.boto3_client("s3")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="sm-prefs-demo")["Contents"]]
     assert any(k.endswith("train.csv") for k in keys)
+
+
+def test_nightly_retrain_triggered_by_hand_without_a_logical_date(sm: Any, example_dags: Any) -> None:
+    """Airflow 3's manual runs (CLI, REST, UI) may have no logical date: no ts_nodash, no ds."""
+    # The local Airflow's repeating scarcity, on a faster clock.
+    sm.load_scenario({**load_scenario("local-airflow").as_dict(), "time_scale": 600})
+    dag = example_dags.get_dag("sm_prefs_nightly_retrain")
+    names = []
+    for _ in range(2):
+        dagrun = dag.test(logical_date=None)
+        assert dagrun.logical_date is None
+        assert set(states_of(dagrun).values()) == {"success"}, states_of(dagrun)
+        names.append(sm.jobs()[-1]["name"])
+    # Each run gets its own job, named after the DAG, the task and (hashed) the run.
+    assert names[0] != names[1] and all(n.startswith("sm-prefs-nightly-retrain-train-") for n in names)
+    assert [j["selected_rank"] for j in sm.jobs()] == [2, 2]  # the local scenario always falls back
 
 
 def test_processing_on_cpu_types(sm: Any, example_dags: Any) -> None:

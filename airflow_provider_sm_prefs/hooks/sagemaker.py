@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import re
 import time
@@ -39,6 +40,7 @@ TRANSIENT_CODES = frozenset(
 NOT_FOUND_MESSAGE = "Requested resource not found"
 _QUOTA_TYPE = re.compile(r"'(ml\.[a-z0-9.\-]+) for (?:training|processing) job usage'")
 MAX_JOB_NAME = 63
+_MAX_RESUBMIT_SUFFIX = "-r999"
 STOP_ATTEMPTS = 12
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
 
@@ -111,12 +113,27 @@ def service_now(response: Mapping[str, Any]) -> datetime:
     return datetime.now(UTC)
 
 
-def sanitize_job_name(name: str, suffix: str = "") -> str:
+def sanitize_job_name(name: str, suffix: str = "", max_length: int = MAX_JOB_NAME) -> str:
     """A valid SageMaker job name (``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``) keeping ``suffix`` intact."""
     base = _NAME_BAD_CHARS.sub("-", name).strip("-")
     base = re.sub(r"-{2,}", "-", base) or "job"
-    base = base[: MAX_JOB_NAME - len(suffix)].rstrip("-")
+    base = base[: max_length - len(suffix)].rstrip("-")
     return f"{base}{suffix}"
+
+
+def derive_job_name(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+    """The job name for a task instance whose config gives none: readable, unique per run, stable per try.
+
+    ``<dag>-<task>[-<map index>]-<10 hex digits>``: the digits hash DAG, task, map index and run id
+    together, so two runs (or two DAGs whose readable part is cut short) never share a name, while every
+    try of one task instance computes the same one (submit-once reattaches by name). The readable part
+    is cut to leave room for a resubmission suffix (``-r2`` ... ``-r999``) within the 63-character limit.
+    """
+    digest = hashlib.sha256(f"{dag_id}\x00{task_id}\x00{map_index}\x00{run_id}".encode()).hexdigest()[:10]
+    readable = f"{dag_id}-{task_id}" + (f"-{map_index}" if map_index >= 0 else "")
+    return sanitize_job_name(
+        readable, suffix=f"-{digest}", max_length=MAX_JOB_NAME - len(_MAX_RESUBMIT_SUFFIX)
+    )
 
 
 class SageMakerPreferenceHook(SageMakerHook):

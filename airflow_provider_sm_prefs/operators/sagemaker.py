@@ -16,8 +16,17 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
-from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, error_code, sanitize_job_name
-from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, SageMakerPreferenceJobLogsLink
+from airflow_provider_sm_prefs.hooks.sagemaker import (
+    SageMakerPreferenceHook,
+    derive_job_name,
+    error_code,
+    sanitize_job_name,
+)
+from airflow_provider_sm_prefs.links import (
+    SageMakerPreferenceJobLink,
+    SageMakerPreferenceJobLogsLink,
+    job_urls,
+)
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
 from airflow_provider_sm_prefs.preferences import (
     InstancePreferenceList,
@@ -92,7 +101,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     (see :class:`~airflow_provider_sm_prefs.outcome.XComKey`), and with ``wait_for_completion``
     defers again until the job ends.
 
-    :param config: the Create* request, as for the stock SageMaker operators (templated).
+    :param config: the Create* request, as for the stock SageMaker operators (templated). Without
+        ``TrainingJobName``/``ProcessingJobName`` the name is derived from the task instance
+        (``<dag>-<task>[-<map index>]-<hash of the run>``): unique per run, the same for every try.
     :param instance_preferences: the ordered list (templated), unless already inside ``config``.
     :param max_pending: longest wait for capacity (timedelta or seconds). For a training list with an
         accelerated entry it becomes MaxPendingTimeInSeconds (1800 s minimum); for processing and
@@ -203,7 +214,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
         kind = self.job_kind
-        base_name = self.hook.name_of(kind, request)
+        base_name = self._base_name(context, request)
         self.log.info(
             "Instance preferences for %s: %s", base_name, prefs.describe(self._job_level_count(request))
         )
@@ -213,6 +224,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.log.info(
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
+            self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
             return self._push_outcome(context, existing)
         job_name, describe = existing
         self._job_name = job_name
@@ -226,6 +238,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if arn:
             context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
         return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
+
+    def _base_name(self, context: Context, request: Mapping[str, Any]) -> str:
+        """The config's job name, or one derived from the task instance when the config gives none."""
+        given = request.get(self._name_field)
+        if given:
+            return str(given)
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        name = derive_job_name(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+        self.log.info(
+            "No %s in config: using %s, derived from this task instance and run", self._name_field, name
+        )
+        return name
 
     @property
     def _name_field(self) -> str:
@@ -302,35 +327,28 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             status = job_status(kind, describe).value if describe else "unknown"
             raise AirflowFailException(
                 f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
-                f"make {self._name_field} unique per run, e.g. include {{{{ ts_nodash }}}}"
+                f"leave {self._name_field} out of config (the operator then derives a name unique to each run) "
+                f"or make it unique per run, e.g. include {{{{ run_id }}}}"
             ) from err
         self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
         return response  # carries the ARN; the status is read once, right before deferring
 
     def _persist_links(self, context: Context, job_name: str) -> None:
-        try:
-            region = self.hook.conn_region_name
-            partition = self.hook.conn_partition
-        except Exception:  # links are a convenience; never fail the task for them
-            self.log.debug("Could not resolve region for console links", exc_info=True)
+        if not self.do_xcom_push:
             return
-        training = self.job_kind is JobKind.TRAINING
-        SageMakerPreferenceJobLink.persist(
-            context=context,
-            operator=self,
-            region_name=region,
-            aws_partition=partition,
-            job_name=job_name,
-            console_path="jobs" if training else "processing-jobs",
-        )
-        SageMakerPreferenceJobLogsLink.persist(
-            context=context,
-            operator=self,
-            region_name=region,
-            aws_partition=partition,
-            job_name=job_name,
-            log_group="TrainingJobs" if training else "ProcessingJobs",
-        )
+        try:
+            job_url, logs_url = job_urls(
+                self.job_kind.value,
+                job_name,
+                region_name=self.hook.conn_region_name,
+                aws_partition=self.hook.conn_partition,
+                endpoint_url=self.hook.conn_config.get_service_endpoint_url("sagemaker"),
+            )
+        except Exception:  # links are a convenience; never fail the task for them
+            self.log.debug("Could not resolve the job's links", exc_info=True)
+            return
+        SageMakerPreferenceJobLink.persist(context, job_url)
+        SageMakerPreferenceJobLogsLink.persist(context, logs_url)
 
     def _trigger(
         self,

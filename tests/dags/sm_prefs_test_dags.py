@@ -29,11 +29,26 @@ class CrashAfterCreateTrainingOperator(SageMakerPreferenceTrainingOperator):
         return describe
 
 
+class CrashAfterCompletionTrainingOperator(SageMakerPreferenceTrainingOperator):
+    """Dies after its job completed, on its first try, before the task could succeed."""
+
+    def execute_job_complete(self, context, *args, **kwargs):  # type: ignore[no-untyped-def]
+        result = super().execute_job_complete(context, *args, **kwargs)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("worker died after the job completed")
+        return result
+
+
+#: The extra links' XCom keys, read back by ``consume`` with the outcome keys.
+LINK_KEYS = ("sm_prefs_job_link", "sm_prefs_job_logs_link")
+
+
 @task
 def consume(params: dict[str, Any] | None = None, ti: Any = None) -> dict[str, Any]:
     """A downstream task: read every XCom key the job task pushed and write them where the test looks."""
     values = {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
     values["return_value"] = ti.xcom_pull(task_ids="job")
+    values.update({key: ti.xcom_pull(task_ids="job", key=key) for key in LINK_KEYS})
     if params and params.get("out"):
         with open(params["out"], "w") as fh:
             json.dump(values, fh)
@@ -69,6 +84,9 @@ t_train_sync = _dag(
 )
 t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
 t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
+t_train_crash_done = _dag(
+    "t_train_crash_done", CrashAfterCompletionTrainingOperator, retries=1, wait_for_completion=True
+)
 
 with DAG(
     "t_sensor",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -305,6 +306,30 @@ def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(
     assert creates(sm) == 1
     assert [j["name"] for j in sm.jobs()] == ["nightly"]
     assert xcom is not None and xcom["job_name"] == "nightly"
+
+
+def test_without_a_job_name_every_try_of_a_task_instance_uses_one_derived_name(
+    sm: Any, tmp_path: Path
+) -> None:
+    config = training_config()
+    del config["TrainingJobName"]
+    states, xcom = run("t_train_crash", tmp_path, config=config, prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert creates(sm) == 1  # the retry found the job by its derived name and reattached
+    (job,) = sm.jobs()
+    assert re.fullmatch(r"t-train-crash-job-[0-9a-f]{10}", job["name"])
+    assert xcom is not None and xcom["job_name"] == job["name"]
+
+
+def test_a_retry_returning_a_completed_outcome_keeps_the_job_links(sm: Any, tmp_path: Path) -> None:
+    states, xcom = run(
+        "t_train_crash_done", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
+    assert states == {"job": "success", "consume": "success"}
+    assert creates(sm) == 1 and xcom is not None and xcom["job_status"] == "Completed"
+    # The connection points at the offline SageMaker: the links open its page for the job.
+    assert xcom["sm_prefs_job_link"] == f"{sm.endpoint_url}/_emulator/view/jobs/nightly"
+    assert xcom["sm_prefs_job_logs_link"] == f"{sm.endpoint_url}/_emulator/view/jobs/nightly#logs"
 
 
 def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -> None:
