@@ -19,6 +19,8 @@ with DAG(
     start_date=datetime(2026, 9, 15),
     catchup=False,
     tags=["sagemaker", "instance-preferences", "example"],
+    # A retry looks at the same job again (it never submits anything).
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     params={
         "job_name": Param("external-training-job", type="string"),
         "job_type": Param("training", enum=["training", "processing"]),
@@ -27,7 +29,7 @@ with DAG(
     watch = SageMakerCapacitySensor(
         task_id="wait_for_capacity",
         job_name="{{ params.job_name }}",
-        job_type="training",
+        job_type="{{ params.job_type }}",
         max_pending=timedelta(hours=6),
         poll_interval=POLL_INTERVAL,
     )

@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, service_now
@@ -31,7 +32,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     its own deadline unless ``stop_job_on_deadline`` is set: the job belongs to someone else.
 
     :param job_name: the SageMaker job to watch (templated).
-    :param job_type: ``training`` or ``processing``.
+    :param job_type: ``training`` or ``processing`` (templated).
     :param wait_for: ``capacity`` (default) or ``completion``.
     :param max_pending: fail with a capacity timeout if no entry is selected this long after the
         job's CreationTime (timedelta or seconds).
@@ -40,7 +41,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     :param poll_interval: seconds between checks when deferred (``poke_interval`` when poking).
     """
 
-    template_fields: Sequence[str] = ("job_name", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -61,7 +62,8 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
-        self.job_type = JobKind(job_type).value
+        # A literal kind is checked now (DAG parse); a templated one once rendered (see ``kind``).
+        self.job_type = job_type if "{{" in str(job_type) else _job_kind(job_type).value
         self.wait_for = WaitFor(wait_for).value
         self.max_pending_seconds = to_seconds(max_pending)
         self.stop_job_on_deadline = stop_job_on_deadline
@@ -84,7 +86,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
 
     @property
     def kind(self) -> JobKind:
-        return JobKind(self.job_type)
+        return _job_kind(self.job_type)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -96,7 +98,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
             trigger=SageMakerCapacityTrigger(
                 job_name=self.job_name,
                 creation_time=creation_time_of(self._last_describe),
-                job_kind=self.job_type,
+                job_kind=self.kind.value,
                 wait_for=self.wait_for,
                 poll_interval=self.poll_interval,
                 deadline_seconds=self.max_pending_seconds,
@@ -150,3 +152,12 @@ class SageMakerCapacitySensor(BaseSensorOperator):
             context["ti"].xcom_push(key=key, value=value)
         self.log.info("Capacity outcome: %s", outcome.summary())
         return outcome.as_dict()
+
+
+def _job_kind(value: Any) -> JobKind:
+    try:
+        return JobKind(str(value).strip().lower())
+    except ValueError:
+        raise AirflowFailException(
+            f"job_type: {value!r} is not a job kind; use 'training' or 'processing'"
+        ) from None
