@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench airflow e2e postgres clean
+.PHONY: help install test lint demo bench airflow e2e postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -28,7 +28,10 @@ test: install
 postgres:
 	.ci/postgres.sh
 
-e2e: install postgres
+browser:
+	.ci/chromium.sh
+
+e2e: install postgres browser
 	$(RUN) pytest -m e2e tests/e2e
 
 airflow: install postgres

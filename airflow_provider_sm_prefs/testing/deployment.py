@@ -537,12 +537,18 @@ class LocalAirflow:
         dag_id: str,
         conf: Mapping[str, Any] | None = None,
         run_id: str | None = None,
-        logical_date: datetime | None = None,
+        logical_date: datetime | str | None = "now",
     ) -> str:
-        """Create a DAG run through ``POST /api/v2/dags/{dag_id}/dagRuns``; returns its run id."""
+        """Create a DAG run through ``POST /api/v2/dags/{dag_id}/dagRuns``; returns its run id.
+
+        :param logical_date: a datetime, ``"now"`` (the default), or None for a run without a logical date
+            (what Airflow 3's CLI and REST API create by default for manual runs).
+        """
+        if logical_date == "now":
+            logical_date = datetime.now(UTC)
         body: dict[str, Any] = {
             "conf": dict(conf or {}),
-            "logical_date": (logical_date or datetime.now(UTC)).isoformat(),
+            "logical_date": logical_date.isoformat() if isinstance(logical_date, datetime) else None,
         }
         if run_id:
             body["dag_run_id"] = run_id
@@ -849,9 +855,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="DAG folder (repeatable; default: examples + tests/dags)",
     )
     up.add_argument("--port", type=int, default=8080, help="API server / UI port on 127.0.0.1 (default 8080)")
-    up.add_argument(
-        "--scenario", default="first-choice-scarce", help="emulator scenario, builtin name or file"
-    )
+    up.add_argument("--scenario", default="local-airflow", help="emulator scenario, builtin name or file")
     up.add_argument(
         "--root",
         type=Path,

@@ -49,15 +49,20 @@ def _interrupt_on_sigterm(signum: int, frame: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory, ledger: Ledger) -> Iterator[LocalAirflow]:
-    """A running Airflow + offline SageMaker shared by the module's tests; always torn down."""
+def airflow(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ledger: Ledger
+) -> Iterator[LocalAirflow]:
+    """A running Airflow + offline SageMaker shared by the module's tests; always torn down.
+
+    A test module may set ``E2E_SCENARIO`` (the emulator's scenario) and ``E2E_DAGS`` (the DAGs to wait for).
+    """
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     # PostgreSQL by default: SQLite stalls once dozens of tasks defer and resume at once (see the report in
     # docs/reliability.md); SM_PREFS_E2E_DB=sqlite runs the suite on SQLite anyway.
     deployment = LocalAirflow(
         root,
-        scenario="default",
+        scenario=getattr(request.module, "E2E_SCENARIO", "default"),
         poll_interval=0.5,
         max_poll_interval=2.0,
         parallelism=24,
@@ -65,7 +70,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, ledger: Ledger) -> Iterato
     )
     try:
         deployment.start()
-        deployment.wait_for_dags(E2E_DAGS, timeout=180)
+        deployment.wait_for_dags(getattr(request.module, "E2E_DAGS", E2E_DAGS), timeout=180)
         ledger.database = "PostgreSQL" if deployment.database_backend == "postgres" else "SQLite"
     except BaseException:
         deployment.stop()
