@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -21,8 +21,9 @@ from airflow_provider_sm_prefs.exceptions import (
     JobStoppedError,
     SageMakerJobError,
 )
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
-from airflow_provider_sm_prefs.status import JobStatus, cluster_of, job_status, selected
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.status import JobStatus, as_datetime, cluster_of, job_status, selected
 
 
 class XComKey(str, Enum):
@@ -96,18 +97,6 @@ class CapacityOutcome:
         )
 
 
-def as_datetime(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=UTC)
-    if isinstance(value, str):
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    raise TypeError(f"not a timestamp: {value!r}")
-
-
 def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | None = None) -> float:
     """Seconds the job has waited for capacity, from AWS's own timestamps.
 
@@ -115,7 +104,7 @@ def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | 
     until ``now``, the service clock). Processing has no transitions: the time from CreationTime to
     ProcessingStartTime (or ``now`` while none is selected).
     """
-    if kind is JobKind.TRAINING:
+    if kind.spec.secondary_status:
         total = 0.0
         for transition in describe.get("SecondaryStatusTransitions") or []:
             if transition.get("Status") != "Pending":
@@ -131,12 +120,6 @@ def pending_seconds(kind: JobKind, describe: Mapping[str, Any], now: datetime | 
     if created is None or end is None:
         return 0.0
     return round(max(0.0, (end - created).total_seconds()), 3)
-
-
-def waiting_seconds(describe: Mapping[str, Any], now: datetime) -> float:
-    """Seconds since the job was created, by the service clock ``now``."""
-    created = as_datetime(describe.get("CreationTime"))
-    return max(0.0, (now - created).total_seconds()) if created else 0.0
 
 
 def accelerator_facts(instance_type: str, count: int) -> dict[str, Any] | None:
@@ -169,7 +152,8 @@ def outcome_from_describe(
     :param preferences: the list the job was submitted with; read from the response when None.
     :param now: the service clock, used only while a Pending transition is still open.
     """
-    job_name = describe.get("TrainingJobName") or describe.get("ProcessingJobName") or "?"
+    spec = kind.spec
+    job_name = spec.name_of(describe) or "?"
     if preferences is None:
         preferences = InstancePreferenceList.from_response(
             cluster_of(kind, describe).get("InstancePreferences"), kind
@@ -196,7 +180,7 @@ def outcome_from_describe(
     return CapacityOutcome(
         job_name=job_name,
         job_kind=kind.value,
-        job_arn=describe.get("TrainingJobArn") or describe.get("ProcessingJobArn"),
+        job_arn=describe.get(spec.arn_field),
         selected_instance_type=instance_type,
         selected_instance_count=int(count or 1),
         preference_rank=rank,
@@ -214,17 +198,14 @@ def outcome_from_describe(
 
 
 def terminal_error(
-    kind: JobKind,
-    describe: Mapping[str, Any],
-    stopped_by_deadline: bool = False,
-    now: datetime | None = None,
+    kind: JobKind, describe: Mapping[str, Any], now: datetime | None = None
 ) -> SageMakerJobError | None:
     """The domain error a terminal, unsuccessful job stands for; None for Completed.
 
     Capacity outcomes are told apart by facts, not message text (AWS says StatusMessage may change):
     a job that ends without a selected entry never got capacity.
     """
-    job_name = describe.get("TrainingJobName") or describe.get("ProcessingJobName") or "?"
+    job_name = kind.spec.name_of(describe) or "?"
     status = job_status(kind, describe)
     reason = describe.get("FailureReason") or describe.get("ExitMessage")
     if status is JobStatus.COMPLETED:
@@ -233,10 +214,6 @@ def terminal_error(
     never_selected = (
         instance_type is None and cluster_of(kind, describe).get("InstancePreferences") is not None
     )
-    if stopped_by_deadline:
-        return CapacityTimeoutError(
-            job_name, status.value, reason or "the client-side max_pending deadline passed; job stopped"
-        )
     if status is JobStatus.FAILED:
         text = reason or ""
         if never_selected and text.startswith("CapacityError"):
@@ -257,6 +234,18 @@ def terminal_error(
             job_name, status.value, reason or "stopped by a StopJob call from outside this task"
         )
     return None
+
+
+def capacity_deadline_error(
+    job_name: str, status: str | None, max_pending_seconds: float, waited: float, stopped: bool
+) -> CapacityTimeoutError:
+    """The error of a client-side ``max_pending`` that passed with no entry selected (trigger and sensor)."""
+    reason = (
+        f"no entry of the preference list got capacity within max_pending={format_duration(max_pending_seconds)} "
+        f"(waited {format_duration(waited)})"
+    )
+    reason += "; the job was stopped" if stopped else "; the job was left running"
+    return CapacityTimeoutError(job_name, status, reason)
 
 
 def format_duration(seconds: float) -> str:

@@ -13,7 +13,8 @@ Pure Python: no Airflow, no boto. DAG authors import it at parse time::
         kind="training",
     )
 
-Rules follow the SageMaker guides (rule numbers R1..R14 as in docs/rules.md). SageMaker's own
+Rules follow the SageMaker guides (rule numbers R1..R14 as in the README's "Rules checked before any
+AWS call"). SageMaker's own
 client validation only checks minimums, so everything here is what makes a bad list fail before a
 single AWS call instead of after a round trip, or worse, after a retry storm.
 """
@@ -29,11 +30,12 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import Enum
 from typing import Any, TypeGuard, overload
 
 from airflow_provider_sm_prefs import service_model
+from airflow_provider_sm_prefs.catalog import is_accelerated_type as is_accelerated
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.kinds import JobKind as JobKind
 
 MAX_ENTRIES = 5
 MIN_PENDING_SECONDS = 1800
@@ -41,37 +43,12 @@ MAX_PENDING_SECONDS = 2_419_200
 PROCESSING_MAX_COUNT = 100
 FIELD = "instance_preferences"
 
-#: AWS: "a list holding at least one accelerated type (ml.p*, ml.g*, ml.trn*) waits for capacity".
-ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")
 
 # Settings that apply to whichever entry is selected (R12): they belong to the job, never to an entry.
 _JOB_LEVEL_SETTINGS = ("VolumeSizeInGB", "VolumeKmsKeyId", "KeepAlivePeriodInSeconds")
 _SNAKE_KEYS = {"instance_type", "instance_count", "training_plan_arn", "training_plan_arns"}
 _API_KEYS = {"InstanceType", "InstanceCount", "TrainingPlanArns"}
-
-
-class JobKind(str, Enum):
-    """The two SageMaker job kinds that accept instance preferences."""
-
-    TRAINING = "training"
-    PROCESSING = "processing"
-
-    @property
-    def cluster_path(self) -> tuple[str, ...]:
-        """Where the instance settings live in the Create request."""
-        if self is JobKind.TRAINING:
-            return ("ResourceConfig",)
-        return ("ProcessingResources", "ClusterConfig")
-
-    @property
-    def cluster_field(self) -> str:
-        return ".".join(self.cluster_path)
-
-
-def is_accelerated(instance_type: str) -> bool:
-    """Whether AWS counts ``instance_type`` as accelerated (the list then waits for capacity)."""
-    return instance_type.startswith(ACCELERATED_PREFIXES)
 
 
 def _is_int_like(value: Any) -> bool:
@@ -160,16 +137,30 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
     else:
         instance_type = instance_type.strip()
 
-    raw_count = value.get("instance_count", value.get("InstanceCount"))
-    count: int | None = None
-    if raw_count is not None:
-        count = _to_int(raw_count)
-        if count is None:
-            problems.append(
-                f"{where}.instance_count: {raw_count!r} is not a whole number; give an integer such as 2"
-            )
+    count = _count_of(value, where, problems)
+    plan = _plan_of(value, where, problems)
 
-    plan: str | None = None
+    if instance_type is None:
+        return None, problems
+    return InstancePreference(instance_type, count, plan), problems
+
+
+def _count_of(value: Mapping[str, Any], where: str, problems: list[str]) -> int | None:
+    """The entry's count (None if it gives none); a count that is not a whole number is a problem."""
+    raw_count = value.get("instance_count", value.get("InstanceCount"))
+    if raw_count is None:
+        return None
+    count = _to_int(raw_count)
+    if count is None:
+        problems.append(
+            f"{where}.instance_count: {raw_count!r} is not a whole number; give an integer such as 2"
+        )
+    return count
+
+
+def _plan_of(value: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
+    """The entry's one training plan ARN, from ``training_plan_arn`` or ``training_plan_arns``."""
+    plan: Any = None
     if "training_plan_arns" in value or "TrainingPlanArns" in value:
         arns = value.get("training_plan_arns", value.get("TrainingPlanArns"))
         if isinstance(arns, str):
@@ -188,11 +179,33 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
         plan = value["training_plan_arn"]
     if plan is not None and not isinstance(plan, str):
         problems.append(f"{where}.training_plan_arn: expected an ARN string, got {type(plan).__name__}")
-        plan = None
+        return None
+    return plan
 
-    if instance_type is None:
-        return None, problems
-    return InstancePreference(instance_type, count, plan), problems
+
+def _entry_problems(entry: InstancePreference, where: str, kind: JobKind) -> list[str]:
+    """One parsed entry against the rules for ``kind``: a valid type, a count in range, a valid plan."""
+    problems: list[str] = []
+    itype = entry.instance_type
+    if not service_model.accepts_instance_type(kind.value, itype):
+        problems.append(f"{where}: {_unknown_type_message(itype, kind)}")
+    if entry.instance_count is not None:
+        low, high = (1, PROCESSING_MAX_COUNT) if kind is JobKind.PROCESSING else (1, None)
+        if entry.instance_count < low or (high is not None and entry.instance_count > high):
+            bound = f"{low}..{high}" if high else f"at least {low}"
+            problems.append(f"{where}.instance_count: {entry.instance_count} is out of range; use {bound}")
+    plan = entry.training_plan_arn
+    if plan is not None:
+        if kind is JobKind.PROCESSING:
+            problems.append(
+                f"{where}.training_plan_arn: processing jobs use On-Demand capacity only; remove the plan"
+            )
+        elif not TRAINING_PLAN_ARN.match(plan) or not (50 <= len(plan) <= 2048):
+            problems.append(
+                f"{where}.training_plan_arn: {plan!r} is not a training plan ARN "
+                f"(arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME)"
+            )
+    return problems
 
 
 def _key_problems(keys: set[Any], where: str) -> list[str]:
@@ -305,27 +318,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 )
             else:
                 seen[itype] = index
-            if not service_model.accepts_instance_type(kind.value, itype):
-                problems.append(f"{where}: {_unknown_type_message(itype, kind)}")
-            if entry.instance_count is not None:
-                low, high = (1, PROCESSING_MAX_COUNT) if kind is JobKind.PROCESSING else (1, None)
-                if entry.instance_count < low or (high is not None and entry.instance_count > high):
-                    bound = f"{low}..{high}" if high else f"at least {low}"
-                    problems.append(
-                        f"{where}.instance_count: {entry.instance_count} is out of range; use {bound}"
-                    )
-            if entry.training_plan_arn is not None:
-                if kind is JobKind.PROCESSING:
-                    problems.append(
-                        f"{where}.training_plan_arn: processing jobs use On-Demand capacity only; remove the plan"
-                    )
-                elif not TRAINING_PLAN_ARN.match(entry.training_plan_arn) or not (
-                    50 <= len(entry.training_plan_arn) <= 2048
-                ):
-                    problems.append(
-                        f"{where}.training_plan_arn: {entry.training_plan_arn!r} is not a training plan ARN "
-                        f"(arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME)"
-                    )
+            problems.extend(_entry_problems(entry, where, kind))
         counted = [e for e in entries if e.instance_count is not None]
         if counted and len(counted) != len(entries):
             missing = [f"{FIELD}[{i}]" for i, e in enumerate(entries) if e.instance_count is None]
@@ -468,58 +461,63 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 f"{field}.InstanceType: {cluster['InstanceType']} is set together with {FIELD}; "
                 f"remove it — the preference list replaces the job-level instance type"
             )
-        if self.per_entry_counts and job_count is not None:
-            problems.append(
+        problems.extend(self._count_problems(job_count))
+        if self.kind is JobKind.TRAINING:
+            problems.extend(self._training_problems(request, cluster, pending))
+        else:
+            problems.extend(_processing_problems(request, cluster, pending))
+        return problems
+
+    def _count_problems(self, job_count: Any) -> list[str]:
+        """Counts on every entry or once at job level (R3), and a job-level count in range."""
+        field = self.kind.cluster_field
+        if self.per_entry_counts:
+            if job_count is None:
+                return []
+            return [
                 f"{field}.InstanceCount: counts are given both per entry and at job level; "
                 f"remove {field}.InstanceCount or the entries' instance_count"
-            )
-        if not self.per_entry_counts:
-            if job_count is None:
-                problems.append(
-                    f"{field}.InstanceCount: no count anywhere; set instance_count on every entry "
-                    f"or {field}.InstanceCount once"
-                )
-            else:
-                count = _to_int(job_count)
-                limit = PROCESSING_MAX_COUNT if self.kind is JobKind.PROCESSING else None
-                if count is None or count < 1 or (limit is not None and count > limit):
-                    bound = f"1..{limit}" if limit else "at least 1"
-                    problems.append(f"{field}.InstanceCount: {job_count!r} is not a valid count; use {bound}")
+            ]
+        if job_count is None:
+            return [
+                f"{field}.InstanceCount: no count anywhere; set instance_count on every entry "
+                f"or {field}.InstanceCount once"
+            ]
+        count = _to_int(job_count)
+        limit = PROCESSING_MAX_COUNT if self.kind is JobKind.PROCESSING else None
+        if count is None or count < 1 or (limit is not None and count > limit):
+            bound = f"1..{limit}" if limit else "at least 1"
+            return [f"{field}.InstanceCount: {job_count!r} is not a valid count; use {bound}"]
+        return []
 
-        if self.kind is JobKind.TRAINING:
-            for key in ("InstanceGroups", "InstancePlacementConfig"):
-                if cluster.get(key):
-                    problems.append(
-                        f"{field}.{key}: cannot be combined with {FIELD}; use one or the other "
-                        f"(heterogeneous clusters and placement configs are not supported with preferences)"
-                    )
-            if request.get("EnableManagedSpotTraining"):
+    def _training_problems(
+        self, request: Mapping[str, Any], cluster: Mapping[str, Any], pending: Any
+    ) -> list[str]:
+        """R5 (no groups, placement or Spot), R7 (one kind of plan) and R13 (pending limit range)."""
+        problems: list[str] = []
+        field = self.kind.cluster_field
+        for key in ("InstanceGroups", "InstancePlacementConfig"):
+            if cluster.get(key):
                 problems.append(
-                    f"EnableManagedSpotTraining: Spot capacity cannot be combined with {FIELD}; "
-                    f"preferences use On-Demand or training-plan capacity — set it to False"
+                    f"{field}.{key}: cannot be combined with {FIELD}; use one or the other "
+                    f"(heterogeneous clusters and placement configs are not supported with preferences)"
                 )
-            job_plan = cluster.get("TrainingPlanArn")
-            if job_plan and any(e.training_plan_arn for e in self._entries):
+        if request.get("EnableManagedSpotTraining"):
+            problems.append(
+                f"EnableManagedSpotTraining: Spot capacity cannot be combined with {FIELD}; "
+                f"preferences use On-Demand or training-plan capacity — set it to False"
+            )
+        if cluster.get("TrainingPlanArn") and any(e.training_plan_arn for e in self._entries):
+            problems.append(
+                f"{field}.TrainingPlanArn: a job-level training plan cannot be combined with per-entry "
+                f"plans; keep one of them"
+            )
+        if pending is not None:
+            value = _to_int(pending)
+            if value is None or not MIN_PENDING_SECONDS <= value <= MAX_PENDING_SECONDS:
                 problems.append(
-                    f"{field}.TrainingPlanArn: a job-level training plan cannot be combined with per-entry "
-                    f"plans; keep one of them"
-                )
-            if pending is not None:
-                value = _to_int(pending)
-                if value is None or not MIN_PENDING_SECONDS <= value <= MAX_PENDING_SECONDS:
-                    problems.append(
-                        f"StoppingCondition.MaxPendingTimeInSeconds: {pending!r} is outside "
-                        f"{MIN_PENDING_SECONDS}..{MAX_PENDING_SECONDS} seconds (30 minutes to 28 days)"
-                    )
-        else:
-            if pending is not None:
-                problems.append(
-                    "StoppingCondition.MaxPendingTimeInSeconds: processing jobs have no such field; "
-                    "use the operator's max_pending to bound the wait client-side"
-                )
-            if request.get("TrainingPlanArn") or cluster.get("TrainingPlanArn"):
-                problems.append(
-                    "TrainingPlanArn: processing jobs use On-Demand capacity only; remove the plan"
+                    f"StoppingCondition.MaxPendingTimeInSeconds: {pending!r} is outside "
+                    f"{MIN_PENDING_SECONDS}..{MAX_PENDING_SECONDS} seconds (30 minutes to 28 days)"
                 )
         return problems
 
@@ -552,6 +550,19 @@ class InstancePreferenceList(Sequence[InstancePreference]):
             stopping["MaxPendingTimeInSeconds"] = max_pending_seconds
             out["StoppingCondition"] = stopping
         return out
+
+
+def _processing_problems(request: Mapping[str, Any], cluster: Mapping[str, Any], pending: Any) -> list[str]:
+    """R8 (On-Demand only) and R13 (no MaxPendingTimeInSeconds) for processing requests."""
+    problems: list[str] = []
+    if pending is not None:
+        problems.append(
+            "StoppingCondition.MaxPendingTimeInSeconds: processing jobs have no such field; "
+            "use the operator's max_pending to bound the wait client-side"
+        )
+    if request.get("TrainingPlanArn") or cluster.get("TrainingPlanArn"):
+        problems.append("TrainingPlanArn: processing jobs use On-Demand capacity only; remove the plan")
+    return problems
 
 
 def _type_of(item: Any) -> str:

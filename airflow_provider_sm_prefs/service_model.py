@@ -129,7 +129,7 @@ def _service_model() -> dict[str, Any]:
     for name, opener in (("service-2.json.gz", gzip.open), ("service-2.json", open)):
         path = latest / name
         if path.exists():
-            with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+            with opener(path, "rt", encoding="utf-8") as fh:
                 model: dict[str, Any] = json.load(fh)
             break
     else:
@@ -164,9 +164,3 @@ def accepts_instance_type(kind: str, instance_type: str) -> bool:
     if instance_type in INSTANCE_TYPES_SNAPSHOT.get(kind, ()):
         return True
     return instance_type in instance_types(kind)
-
-
-def shape_limits(shape_name: str) -> tuple[int | None, int | None]:
-    """``(min, max)`` of a shape in the model (None where the model sets no bound)."""
-    shape = _service_model()["shapes"][shape_name]
-    return shape.get("min"), shape.get("max")

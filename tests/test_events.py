@@ -1,0 +1,85 @@
+"""The one event of a capacity wait: payload round trip, exceptions both ways, events from a Describe."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from airflow_provider_sm_prefs import exceptions as errors
+from airflow_provider_sm_prefs.events import ERROR_TYPES, CapacityEvent, EventStatus, event_from_describe
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.status import Phase, WaitFor
+
+PREFS = [
+    {"InstanceType": "ml.g6.48xlarge", "InstanceCount": 2},
+    {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 4},
+]
+
+
+def describe(status: str, secondary: str, selected: str | None = None, **extra: Any) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"InstancePreferences": PREFS}
+    if selected:
+        cluster |= {"SelectedInstanceType": selected, "SelectedInstanceCount": 4}
+    return {
+        "TrainingJobName": "nightly",
+        "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/nightly",
+        "TrainingJobStatus": status,
+        "SecondaryStatus": secondary,
+        "CreationTime": datetime(2026, 11, 30, tzinfo=UTC),
+        "ResourceConfig": cluster,
+        **extra,
+    }
+
+
+def test_success_travels_as_a_json_payload_and_back() -> None:
+    event = event_from_describe(
+        JobKind.TRAINING,
+        WaitFor.CAPACITY,
+        describe("InProgress", "Downloading", "ml.g5.48xlarge"),
+        Phase.RUNNING,
+    )
+    payload = event.as_payload()
+    assert payload["status"] == "success" and payload["error_type"] is None
+    assert set(payload) == {
+        "status", "job_name", "job_kind", "wait_for", "phase", "outcome", "error_type", "job_status", "reason",
+    }  # fmt: skip
+    back = CapacityEvent.from_payload(payload)
+    assert back == event and not back.job_ended
+    outcome = back.outcome_or_raise()
+    assert (outcome.selected_instance_type, outcome.preference_rank, outcome.fell_back) == (
+        "ml.g5.48xlarge",
+        2,
+        True,
+    )
+
+
+@pytest.mark.parametrize("cls", list(ERROR_TYPES.values()))
+def test_every_domain_error_survives_the_trip(cls: type[errors.SageMakerJobError]) -> None:
+    if cls is errors.QuotaExceededError:
+        error: errors.SageMakerJobError = errors.QuotaExceededError("nightly", "ml.p5 lacks quota")
+    else:
+        error = cls("nightly", "Failed", "AlgorithmError: boom")
+    event = CapacityEvent.failure(JobKind.PROCESSING, WaitFor.COMPLETION, Phase.FAILED, error)
+    back = CapacityEvent.from_payload(event.as_payload())
+    assert back.status is EventStatus.ERROR
+    with pytest.raises(cls) as raised:
+        back.outcome_or_raise()
+    assert str(raised.value) == str(error)
+
+
+def test_a_failed_job_becomes_its_domain_error() -> None:
+    failed = describe("Failed", "Failed", "ml.g5.48xlarge", FailureReason="AlgorithmError: exit 1")
+    event = event_from_describe(JobKind.TRAINING, WaitFor.CAPACITY, failed, Phase.FAILED)
+    assert event.error_type == "JobFailedError" and event.job_ended
+    with pytest.raises(errors.JobFailedError, match="AlgorithmError: exit 1"):
+        event.outcome_or_raise()
+
+
+@pytest.mark.parametrize("payload", [None, {}, {"status": "weird"}, "text"])
+def test_anything_else_is_a_clear_failure_naming_what_arrived(payload: Any) -> None:
+    event = CapacityEvent.from_payload(payload, job_name="nightly")
+    with pytest.raises(errors.JobFailedError, match="unexpected trigger event") as raised:
+        event.outcome_or_raise()
+    assert raised.value.job_name == "nightly"

@@ -1,0 +1,55 @@
+"""Per-kind facts: every name in a JobKindSpec exists in botocore's SageMaker model."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from airflow_provider_sm_prefs.kinds import SPECS, JobKind, kind_of
+
+
+@pytest.fixture(scope="module")
+def model() -> object:
+    return boto3.session.Session().client("sagemaker", region_name="us-east-1").meta.service_model
+
+
+def _members(model: object, operation: str, direction: str) -> set[str]:
+    op = model.operation_model(operation)  # type: ignore[attr-defined]
+    shape = op.output_shape if direction == "output" else op.input_shape
+    return set(shape.members)
+
+
+def _op(method: str) -> str:
+    return "".join(part.capitalize() for part in method.split("_"))
+
+
+@pytest.mark.parametrize("kind", list(JobKind))
+def test_every_operation_and_field_is_the_service_models(kind: JobKind, model: object) -> None:
+    spec = kind.spec
+    assert spec.kind is kind and SPECS[kind] is spec
+    create_in = _members(model, _op(spec.create), "input")
+    assert spec.name_field in create_in and spec.cluster_path[0] in create_in
+    assert spec.arn_field in _members(model, _op(spec.create), "output")
+    describe_out = _members(model, _op(spec.describe), "output")
+    assert {spec.name_field, spec.arn_field, spec.status_field} <= describe_out
+    assert ("SecondaryStatus" in describe_out) is spec.secondary_status
+    assert spec.name_field in _members(model, _op(spec.stop), "input")
+    list_out = _members(model, _op(spec.list), "output")
+    assert spec.summaries_field in list_out
+    summary = model.operation_model(_op(spec.list)).output_shape.members[spec.summaries_field].member  # type: ignore[attr-defined]
+    assert {spec.name_field, spec.status_field} <= set(summary.members)
+
+
+def test_cluster_settings_are_found_where_each_kind_keeps_them() -> None:
+    training = {"ResourceConfig": {"InstanceCount": 2}}
+    processing = {"ProcessingResources": {"ClusterConfig": {"InstanceCount": 3}}}
+    assert JobKind.TRAINING.spec.cluster_of(training) == {"InstanceCount": 2}
+    assert JobKind.PROCESSING.spec.cluster_of(processing) == {"InstanceCount": 3}
+    assert JobKind.PROCESSING.spec.cluster_of(training) == {}
+    assert JobKind.PROCESSING.cluster_field == "ProcessingResources.ClusterConfig"
+
+
+def test_a_response_tells_its_kind() -> None:
+    assert kind_of({"TrainingJobName": "a", "TrainingJobStatus": "InProgress"}) is JobKind.TRAINING
+    assert kind_of({"ProcessingJobStatus": "Completed"}) is JobKind.PROCESSING
+    assert kind_of({"Name": "x"}) is None
