@@ -9,7 +9,7 @@ a ``TaskCallbackRequest`` to the DAG processor, which runs the task's ``on_failu
 failure) or ``on_retry_callback`` (a retry follows).
 
 :class:`StopUnattendedJob` is that ``on_failure_callback``. It finds the job the task recorded (XCom
-``sagemaker_job_name``; the task state store where one is reachable) and stops it when it is still
+``job_name``; the task state store where one is reachable) and stops it when it is still
 ``InProgress``. It runs only on the final failure: a retry reattaches to the running job (see
 ``_reattach_or_name``), so ``on_retry_callback`` is left alone. Failures the operator handled itself
 need nothing: a capacity timeout already stopped its job (``Stopping``/``Stopped``), a failed or stopped
@@ -29,8 +29,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import XComKey
-from airflow_provider_sm_prefs.preferences import JobKind
 from airflow_provider_sm_prefs.status import JobStatus, job_status
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,14 @@ class StopUnattendedJob:
         if not job_name:
             log.info("%s recorded no SageMaker job: nothing to stop", ti)
             return
-        from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+        from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 
-        hook = SageMakerPreferenceHook(
+        hook = AwsSettings(
             aws_conn_id=settings.get("aws_conn_id"),
             region_name=settings.get("region_name"),
             verify=settings.get("verify"),
-            config=settings.get("botocore_config"),
-        )
+            botocore_config=settings.get("botocore_config"),
+        ).hook()
         describe = hook.describe_job(kind, job_name)
         if describe is None:
             log.info("SageMaker job %s of %s does not exist: nothing to stop", job_name, ti)

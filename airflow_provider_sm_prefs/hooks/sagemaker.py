@@ -1,100 +1,52 @@
-"""SageMaker calls for jobs submitted with instance preferences: submit once, describe, stop, classify."""
+"""SageMaker calls for jobs submitted with instance preferences: submit once, describe, stop, classify.
+
+The hook owns every AWS call the operators, the sensor, the trigger and the failure callback make; they
+build it from their :class:`AwsSettings` and never spell operation or field names themselves (those come
+from :mod:`airflow_provider_sm_prefs.kinds`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
+import json
 import re
-import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
-from botocore.exceptions import ClientError, HTTPClientError
-from botocore.exceptions import ConnectionError as BotoConnectionError
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.exceptions import JobSubmissionError, QuotaExceededError
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
-
-#: Error codes SageMaker (or any AWS JSON service) uses for "slow down" and "try again".
-TRANSIENT_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "ThrottledException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "RequestThrottled",
-        "InternalFailure",
-        "InternalServerError",
-        "InternalError",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
+from airflow_provider_sm_prefs.hooks.retry import (
+    error_code,
+    error_message,
+    is_not_found,
+    is_transient,
+    retry_async,
+    retry_sync,
 )
-NOT_FOUND_MESSAGE = "Requested resource not found"
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+
+__all__ = [
+    "AwsSettings",
+    "SageMakerPreferenceHook",
+    "derive_job_name",
+    "error_code",
+    "is_not_found",
+    "is_transient",
+    "sanitize_job_name",
+    "service_now",
+]
+
 _QUOTA_TYPE = re.compile(r"'(ml\.[a-z0-9.\-]+) for (?:training|processing) job usage'")
 MAX_JOB_NAME = 63
 _MAX_RESUBMIT_SUFFIX = "-r999"
-STOP_ATTEMPTS = 12
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
-
-_OPERATIONS = {
-    JobKind.TRAINING: {
-        "create": "create_training_job",
-        "describe": "describe_training_job",
-        "stop": "stop_training_job",
-        "name": "TrainingJobName",
-        "arn": "TrainingJobArn",
-    },
-    JobKind.PROCESSING: {
-        "create": "create_processing_job",
-        "describe": "describe_processing_job",
-        "stop": "stop_processing_job",
-        "name": "ProcessingJobName",
-        "arn": "ProcessingJobArn",
-    },
-}
-
-
-def is_transient(error: BaseException) -> bool:
-    """Throttling, 5xx and dropped connections: retry them, never fail the task for them."""
-    if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        return code in TRANSIENT_CODES or status >= 500 or status == 429
-    if isinstance(
-        error, (BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError, OSError)
-    ):
-        return True
-    # aiohttp's errors, without importing aiohttp here.
-    return type(error).__module__.startswith("aiohttp")
-
-
-def is_not_found(error: BaseException) -> bool:
-    return (
-        isinstance(error, ClientError)
-        and error.response.get("Error", {}).get("Code") == "ValidationException"
-        and NOT_FOUND_MESSAGE in error.response.get("Error", {}).get("Message", "")
-    )
-
-
-def error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def error_message(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Message", ""))
-
-
-def backoff_delay(attempt: int, base: float = 1.0, cap: float = 60.0) -> float:
-    """Full-jitter exponential backoff (AWS Architecture Blog's recommendation)."""
-    return random.uniform(0, min(cap, base * (2 ** min(attempt, 16))))
 
 
 def service_now(response: Mapping[str, Any]) -> datetime:
@@ -136,8 +88,50 @@ def derive_job_name(dag_id: str, task_id: str, run_id: str, map_index: int = -1)
     )
 
 
-class SageMakerPreferenceHook(SageMakerHook):
-    """The amazon provider's SageMaker hook plus what instance preference lists need.
+@dataclass(frozen=True)
+class AwsSettings:
+    """How a task reaches SageMaker: the four settings every operator, sensor and trigger carries.
+
+    The one place a hook is built from them (:meth:`hook`), and the key under which the triggers of a
+    process share one async client (:meth:`pool_key`).
+    """
+
+    aws_conn_id: str | None = "aws_default"
+    region_name: str | None = None
+    verify: bool | str | None = None
+    botocore_config: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, holder: Any) -> AwsSettings:
+        """The settings of an operator, sensor or trigger (attributes of the same names)."""
+        return cls(
+            aws_conn_id=getattr(holder, "aws_conn_id", "aws_default"),
+            region_name=getattr(holder, "region_name", None),
+            verify=getattr(holder, "verify", None),
+            botocore_config=getattr(holder, "botocore_config", None),
+        )
+
+    def hook(self) -> SageMakerPreferenceHook:
+        return SageMakerPreferenceHook(
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=self.botocore_config,
+        )
+
+    def pool_key(self) -> tuple[Any, ...]:
+        """What makes two waits' clients interchangeable, on the running event loop."""
+        return (
+            id(asyncio.get_running_loop()),
+            self.aws_conn_id,
+            self.region_name,
+            str(self.verify),
+            json.dumps(self.botocore_config, sort_keys=True, default=str) if self.botocore_config else None,
+        )
+
+
+class SageMakerPreferenceHook(AwsBaseHook):
+    """SageMaker calls for instance preference lists, on the amazon provider's ``AwsBaseHook``.
 
     :param aws_conn_id: Airflow connection of type ``aws`` (its extra may set ``endpoint_url``).
     :param region_name: AWS region; defaults to the connection's.
@@ -147,13 +141,9 @@ class SageMakerPreferenceHook(SageMakerHook):
 
     hook_name = "Amazon SageMaker (instance preferences)"
 
-    @staticmethod
-    def operation(kind: JobKind, what: str) -> str:
-        return _OPERATIONS[kind][what]
-
-    @staticmethod
-    def name_of(kind: JobKind, request: Mapping[str, Any]) -> str:
-        return str(request[_OPERATIONS[kind]["name"]])
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["client_type"] = "sagemaker"
+        super().__init__(*args, **kwargs)
 
     # -- sync ----------------------------------------------------------------------------------------
     def create_job(
@@ -163,25 +153,18 @@ class SageMakerPreferenceHook(SageMakerHook):
 
         ``ResourceInUse`` is re-raised untouched: the caller decides whether the existing job is its own.
         """
-        job_name = self.name_of(kind, request)
-        create = getattr(self.conn, self.operation(kind, "create"))
-        attempt = 0
-        while True:
-            try:
-                return dict(create(**request))
-            except ClientError as err:
-                code = error_code(err)
-                if code == "ResourceInUse":
-                    raise
-                if code == "ResourceLimitExceeded":
-                    raise self.quota_error(job_name, err, preferences) from err
-                if is_transient(err) and attempt < 8:
-                    attempt += 1
-                    delay = backoff_delay(attempt)
-                    self.log.warning("Create %s: %s; retrying in %.1fs", job_name, code, delay)
-                    time.sleep(delay)
-                    continue
-                raise JobSubmissionError(job_name, code or "Rejected", error_message(err)) from err
+        spec = kind.spec
+        job_name = str(request[spec.name_field])
+        create = getattr(self.conn, spec.create)
+        try:
+            return dict(retry_sync(lambda: create(**request), f"Create {job_name}"))
+        except ClientError as err:
+            code = error_code(err)
+            if code == "ResourceInUse":
+                raise
+            if code == "ResourceLimitExceeded":
+                raise self.quota_error(job_name, err, preferences) from err
+            raise JobSubmissionError(job_name, code or "Rejected", error_message(err)) from err
 
     @staticmethod
     def quota_error(
@@ -201,21 +184,14 @@ class SageMakerPreferenceHook(SageMakerHook):
 
     def describe_job(self, kind: JobKind, job_name: str) -> dict[str, Any] | None:
         """Describe* with transient retries; None when the job does not exist."""
-        describe = getattr(self.conn, self.operation(kind, "describe"))
-        attempt = 0
-        while True:
-            try:
-                return dict(describe(**{_OPERATIONS[kind]["name"]: job_name}))
-            except ClientError as err:
-                if is_not_found(err):
-                    return None
-                if not is_transient(err) or attempt >= 20:
-                    raise
-            except Exception as err:
-                if not is_transient(err) or attempt >= 20:
-                    raise
-            attempt += 1
-            time.sleep(backoff_delay(attempt, cap=30))
+        spec = kind.spec
+        describe = getattr(self.conn, spec.describe)
+        try:
+            return dict(retry_sync(lambda: describe(**{spec.name_field: job_name}), f"Describe {job_name}"))
+        except ClientError as err:
+            if is_not_found(err):
+                return None
+            raise
 
     def stop_job(self, kind: JobKind, job_name: str) -> bool:
         """Stop the job; True if a stop was requested, False if it had already ended.
@@ -223,35 +199,29 @@ class SageMakerPreferenceHook(SageMakerHook):
         :raises Exception: the last transient error when every attempt failed — never a silent
             False that would leave the job running unattended.
         """
-        stop = getattr(self.conn, self.operation(kind, "stop"))
-        for attempt in range(STOP_ATTEMPTS):
-            try:
-                stop(**{_OPERATIONS[kind]["name"]: job_name})
-                self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
-                return True
-            except Exception as err:
-                if self._stop_not_needed(job_name, err, last=attempt == STOP_ATTEMPTS - 1):
-                    return False
-            time.sleep(backoff_delay(attempt + 1, cap=10))
-        raise AssertionError("unreachable")  # pragma: no cover
+        spec = kind.spec
+        stop = getattr(self.conn, spec.stop)
+        try:
+            retry_sync(lambda: stop(**{spec.name_field: job_name}), f"Stop {job_name}")
+        except ClientError as err:
+            return self._stop_not_needed(job_name, err)
+        self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
+        return True
 
-    def _stop_not_needed(self, job_name: str, err: Exception, last: bool) -> bool:
-        """True when the job had already ended; re-raises what must not be retried (or the last try)."""
-        if isinstance(err, ClientError) and error_code(err) == "ValidationException":
-            # Already Completed/Failed/Stopped (or unknown): nothing left running.
-            self.log.info("Stop of %s not needed: %s", job_name, error_message(err))
-            return True
-        if last or not is_transient(err):
+    def _stop_not_needed(self, job_name: str, err: ClientError) -> bool:
+        """False when the job had already ended (Completed/Failed/Stopped or unknown); else re-raise."""
+        if error_code(err) != "ValidationException":
             raise err
+        self.log.info("Stop of %s not needed: %s", job_name, error_message(err))
         return False
 
     # -- async ---------------------------------------------------------------------------------------
     @staticmethod
     async def describe_job_async(client: Any, kind: JobKind, job_name: str) -> dict[str, Any] | None:
         """One Describe* call on an aiobotocore client; None when the job does not exist."""
-        describe = getattr(client, _OPERATIONS[kind]["describe"])
+        spec = kind.spec
         try:
-            return dict(await describe(**{_OPERATIONS[kind]["name"]: job_name}))
+            return dict(await getattr(client, spec.describe)(**{spec.name_field: job_name}))
         except ClientError as err:
             if is_not_found(err):
                 return None
@@ -259,14 +229,11 @@ class SageMakerPreferenceHook(SageMakerHook):
 
     async def stop_job_async(self, client: Any, kind: JobKind, job_name: str) -> bool:
         """Async twin of :meth:`stop_job`."""
-        stop = getattr(client, self.operation(kind, "stop"))
-        for attempt in range(STOP_ATTEMPTS):
-            try:
-                await stop(**{_OPERATIONS[kind]["name"]: job_name})
-                self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
-                return True
-            except Exception as err:
-                if self._stop_not_needed(job_name, err, last=attempt == STOP_ATTEMPTS - 1):
-                    return False
-            await asyncio.sleep(backoff_delay(attempt + 1, cap=10))
-        raise AssertionError("unreachable")  # pragma: no cover
+        spec = kind.spec
+        stop = getattr(client, spec.stop)
+        try:
+            await retry_async(lambda: stop(**{spec.name_field: job_name}), f"Stop {job_name}")
+        except ClientError as err:
+            return self._stop_not_needed(job_name, err)
+        self.log.info("Requested stop of SageMaker %s job %s", kind.value, job_name)
+        return True

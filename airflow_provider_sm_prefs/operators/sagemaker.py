@@ -16,12 +16,16 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
+from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
 from airflow_provider_sm_prefs.hooks.sagemaker import (
+    AwsSettings,
     SageMakerPreferenceHook,
     derive_job_name,
     error_code,
     sanitize_job_name,
+    service_now,
 )
+from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import (
     SageMakerPreferenceJobLink,
     SageMakerPreferenceJobLogsLink,
@@ -30,25 +34,12 @@ from airflow_provider_sm_prefs.links import (
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
 from airflow_provider_sm_prefs.preferences import (
     InstancePreferenceList,
-    JobKind,
     build_request,
     check_request,
     to_seconds,
 )
-from airflow_provider_sm_prefs.status import JobStatus, Phase, job_status, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor, creation_time_of
-
-_ERRORS: dict[str, type[errors.SageMakerJobError]] = {
-    cls.__name__: cls
-    for cls in (
-        errors.CapacityTimeoutError,
-        errors.CapacityUnavailableError,
-        errors.JobFailedError,
-        errors.JobStoppedError,
-        errors.QuotaExceededError,
-        errors.JobSubmissionError,
-    )
-}
+from airflow_provider_sm_prefs.status import JobStatus, WaitFor, is_done, job_status, phase_of
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
 def _has_template(value: Any) -> bool:
@@ -74,14 +65,6 @@ def _walk_for_template(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_walk_for_template(v) for v in value)
     return False
-
-
-def error_from_event(event: Mapping[str, Any]) -> errors.SageMakerJobError:
-    """The domain exception an error event stands for."""
-    cls = _ERRORS.get(str(event.get("error_type")), errors.JobFailedError)
-    if cls is errors.QuotaExceededError:
-        return errors.QuotaExceededError(event.get("job_name", "?"), str(event.get("reason")))
-    return cls(event.get("job_name", "?"), event.get("job_status"), event.get("reason"))
 
 
 async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
@@ -127,6 +110,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         "max_pending",
         "aws_conn_id",
         "region_name",
+        "verify",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
     operator_extra_links = (SageMakerPreferenceJobLink(), SageMakerPreferenceJobLogsLink())
@@ -177,12 +161,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
-        return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            config=self.botocore_config,
-        )
+        return AwsSettings.of(self).hook()
 
     # -- preparation -----------------------------------------------------------------------------------
     def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
@@ -234,7 +213,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
         if describe is None:
             describe = self._create(context, kind, request, prefs, job_name)
-        arn = describe.get(self._arn_field)
+        arn = describe.get(kind.spec.arn_field)
         if arn:
             context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
         return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
@@ -254,17 +233,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     @property
     def _name_field(self) -> str:
-        return "TrainingJobName" if self.job_kind is JobKind.TRAINING else "ProcessingJobName"
-
-    @property
-    def _arn_field(self) -> str:
-        return "TrainingJobArn" if self.job_kind is JobKind.TRAINING else "ProcessingJobArn"
+        return self.job_kind.spec.name_field
 
     def _job_level_count(self, request: Mapping[str, Any]) -> int | None:
-        node: Any = request
-        for key in self.job_kind.cluster_path:
-            node = (node or {}).get(key)
-        return (node or {}).get("InstanceCount")
+        count = self.job_kind.spec.cluster_of(request).get("InstanceCount")
+        return int(count) if count is not None else None
 
     def _reattach_or_name(
         self, context: Context, base_name: str
@@ -381,26 +354,26 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         assert self._job_name is not None
         method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
         if not self.deferrable:
-            trigger = self._trigger(wait_for, prefs, deadline)
+            event = asyncio.run(_first_event(self._trigger(wait_for, prefs, deadline)))
         else:
-            # Check before deferring: a reattached or fast job may already be past Pending. The
-            # trigger starts from this look (CreationTime) instead of Describing the job again.
-            describe = self.hook.describe_job(self.job_kind, self._job_name)
-            trigger = self._trigger(wait_for, prefs, deadline, describe)
-            if describe is None or not self._reached(phase_of(self.job_kind, describe), wait_for):
+            # Look before deferring: a reattached or fast job may already be past the wait, and then
+            # this look is the answer. Otherwise the trigger starts from it (CreationTime) instead of
+            # Describing the job again.
+            kind = self.job_kind
+            describe = self.hook.describe_job(kind, self._job_name)
+            phase = phase_of(kind, describe) if describe is not None else None
+            if describe is None or phase is None or not is_done(phase, wait_for):
                 self.defer(
-                    trigger=trigger,
+                    trigger=self._trigger(wait_for, prefs, deadline, describe),
                     method_name=method,
                     kwargs={"preferences": prefs.as_list(), "deadline": deadline},
                 )
-        event = asyncio.run(_first_event(trigger))
-        return getattr(self, method)(context, event, preferences=prefs.as_list(), deadline=deadline)
-
-    @staticmethod
-    def _reached(phase: Phase, wait_for: WaitFor) -> bool:
-        if phase.is_terminal():
-            return True
-        return wait_for is WaitFor.CAPACITY and phase is Phase.RUNNING
+            event = event_from_describe(
+                kind, wait_for, describe, phase, prefs, now=service_now(describe)
+            ).as_payload()
+        resume: Any = getattr(self, method)
+        result: dict[str, Any] | None = resume(context, event, preferences=prefs.as_list(), deadline=deadline)
+        return result
 
     def execute_complete(
         self,
@@ -410,11 +383,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         deadline: float | None = None,
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked."""
-        outcome = self._outcome_from(event)
+        received = CapacityEvent.from_payload(event, self._job_name or "?")
+        outcome = received.outcome_or_raise()
         self._job_name = outcome.job_name
         self.log.info("Capacity acquired: %s", outcome.summary())
         result = self._push_outcome(context, outcome)
-        if self.wait_for_completion and not Phase(str((event or {}).get("phase"))).is_terminal():
+        if self.wait_for_completion and not received.job_ended:
             prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
             return self._wait(context, WaitFor.COMPLETION, prefs, None)
         return result
@@ -427,16 +401,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         deadline: float | None = None,
     ) -> dict[str, Any]:
         """Resume after the job ended."""
-        outcome = self._outcome_from(event)
+        outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
         self.log.info("Job finished: %s", outcome.summary())
         return self._push_outcome(context, outcome)
-
-    def _outcome_from(self, event: Mapping[str, Any] | None) -> CapacityOutcome:
-        if not event or not isinstance(event, Mapping):
-            raise errors.JobFailedError(self._job_name or "?", None, f"unexpected trigger event {event!r}")
-        if event.get("status") != "success" or not event.get("outcome"):
-            raise error_from_event(event)
-        return CapacityOutcome.from_dict(event["outcome"])
 
     def _push_outcome(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
         ti = context["ti"]

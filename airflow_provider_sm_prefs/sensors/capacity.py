@@ -11,17 +11,13 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, service_now
-from airflow_provider_sm_prefs.operators.sagemaker import error_from_event
-from airflow_provider_sm_prefs.outcome import (
-    CapacityOutcome,
-    outcome_from_describe,
-    terminal_error,
-    waiting_seconds,
-)
-from airflow_provider_sm_prefs.preferences import JobKind, to_seconds
-from airflow_provider_sm_prefs.status import Phase, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor, creation_time_of
+from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.outcome import CapacityOutcome, capacity_deadline_error
+from airflow_provider_sm_prefs.preferences import to_seconds
+from airflow_provider_sm_prefs.status import WaitFor, client_deadline_passed, is_done, phase_of
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
 class SageMakerCapacitySensor(BaseSensorOperator):
@@ -41,7 +37,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     :param poll_interval: seconds between checks when deferred (``poke_interval`` when poking).
     """
 
-    template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name", "verify")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -77,12 +73,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
-        return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            config=self.botocore_config,
-        )
+        return AwsSettings.of(self).hook()
 
     @property
     def kind(self) -> JobKind:
@@ -113,39 +104,34 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        describe = self._last_describe = self.hook.describe_job(self.kind, self.job_name)
+        kind = self.kind
+        describe = self._last_describe = self.hook.describe_job(kind, self.job_name)
         if describe is None:
             raise errors.JobFailedError(
                 self.job_name, None, f"SageMaker has no {self.job_type} job with this name"
             )
-        phase = phase_of(self.kind, describe)
+        phase = phase_of(kind, describe)
         now = service_now(describe)
-        if phase.is_terminal():
-            error = terminal_error(self.kind, describe, now=now)
-            if error is not None:
-                raise error
-        if phase.is_terminal() or (self.wait_for == WaitFor.CAPACITY.value and phase is Phase.RUNNING):
-            outcome = outcome_from_describe(self.kind, describe, now=now)
+        if is_done(phase, self.wait_for):
+            outcome = event_from_describe(kind, self.wait_for, describe, phase, now=now).outcome_or_raise()
             return PokeReturnValue(is_done=True, xcom_value=self._push(context, outcome))
-        if (
-            phase is Phase.WAITING
-            and self.max_pending_seconds
-            and waiting_seconds(describe, now) >= self.max_pending_seconds
-        ):
+        waited = client_deadline_passed(phase, describe, now, self.max_pending_seconds)
+        if waited is not None:
             if self.stop_job_on_deadline:
-                self.hook.stop_job(self.kind, self.job_name)
-            raise errors.CapacityTimeoutError(
+                self.hook.stop_job(kind, self.job_name)
+            raise capacity_deadline_error(
                 self.job_name,
-                describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus"),
-                f"no entry selected within max_pending={self.max_pending_seconds}s",
+                describe.get(kind.spec.status_field),
+                float(self.max_pending_seconds or 0),
+                waited,
+                stopped=self.stop_job_on_deadline,
             )
         self.log.info("%s: %s, still waiting", self.job_name, phase.value)
         return False
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        if not event or event.get("status") != "success" or not event.get("outcome"):
-            raise error_from_event(event or {"job_name": self.job_name, "reason": "no event"})
-        return self._push(context, CapacityOutcome.from_dict(event["outcome"]))
+        outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
+        return self._push(context, outcome)
 
     def _push(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
         for key, value in outcome.xcom_values().items():

@@ -5,35 +5,32 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
-from enum import Enum
 from functools import cached_property
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_sm_prefs.hooks.sagemaker import (
-    SageMakerPreferenceHook,
-    backoff_delay,
-    is_transient,
-    service_now,
-)
-from airflow_provider_sm_prefs.outcome import (
+from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.exceptions import JobFailedError
+from airflow_provider_sm_prefs.hooks.pool import shared_client
+from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.outcome import capacity_deadline_error, format_duration
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.status import (
+    Phase,
+    WaitFor,
     as_datetime,
-    format_duration,
-    outcome_from_describe,
-    terminal_error,
+    client_deadline_passed,
+    cluster_of,
+    is_done,
+    phase_of,
     waiting_seconds,
 )
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, JobKind
-from airflow_provider_sm_prefs.status import Phase, cluster_of, phase_of
-from airflow_provider_sm_prefs.triggers.watcher import (
-    ListingUnavailable,
-    capacity_changed,
-    job_ended,
-    settings_key,
-    shared_client,
-    watcher_for,
-)
+from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
+
+__all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
 
 #: Log a "still waiting" line at most this often (seconds of service time), plus on every change.
 PROGRESS_LOG_EVERY = 300.0
@@ -47,21 +44,11 @@ def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
     return created.isoformat() if created else None
 
 
-class WaitFor(str, Enum):
-    """What the trigger waits for."""
-
-    CAPACITY = "capacity"  # an entry was selected (or the job already ended)
-    COMPLETION = "completion"  # the job reached a terminal status
-
-
 class SageMakerCapacityTrigger(BaseTrigger):
     """Wait, without a worker slot, for a SageMaker job to get capacity (or to end).
 
-    Yields exactly one event, then returns. Every event has the same shape::
-
-        {"status": "success" | "error", "job_name", "job_kind", "wait_for", "phase",
-         "outcome": <CapacityOutcome.as_dict()> | None, "error_type": <exception class name> | None,
-         "job_status", "reason"}
+    Yields exactly one event, then returns: a :class:`~airflow_provider_sm_prefs.events.CapacityEvent`
+    payload (success with the outcome record, or an error naming the domain exception).
 
     Throttling, 5xx answers and dropped connections are retried with jittered backoff and never end
     the wait. The optional client-side deadline counts from the job's CreationTime on the service's
@@ -111,7 +98,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         botocore_config: dict[str, Any] | None = None,
         creation_time: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
         self.job_kind = JobKind(job_kind).value
         self.creation_time = creation_time
@@ -151,13 +138,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         )
 
     @property
+    def settings(self) -> AwsSettings:
+        return AwsSettings.of(self)
+
+    @property
     def hook(self) -> SageMakerPreferenceHook:
-        return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            config=self.botocore_config,
-        )
+        return self.settings.hook()
 
     @cached_property
     def _parsed_preferences(self) -> InstancePreferenceList | None:
@@ -168,26 +154,6 @@ class SageMakerCapacityTrigger(BaseTrigger):
     @property
     def kind(self) -> JobKind:
         return JobKind(self.job_kind)
-
-    def _event(self, status: str, phase: Phase | str, **fields: Any) -> TriggerEvent:
-        payload: dict[str, Any] = {
-            "status": status,
-            "job_name": self.job_name,
-            "job_kind": self.job_kind,
-            "wait_for": self.wait_for,
-            "phase": Phase(phase).value,
-            "outcome": None,
-            "error_type": None,
-            "job_status": None,
-            "reason": None,
-        }
-        payload.update(fields)
-        return TriggerEvent(payload)
-
-    def _is_done(self, phase: Phase) -> bool:
-        if phase.is_terminal():
-            return True
-        return self.wait_for == WaitFor.CAPACITY.value and phase is Phase.RUNNING
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # Nothing heavy before the first await: a triggerer (re)start runs a thousand of these in one
@@ -213,31 +179,22 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 if look:
                     looked = await self._describe(client, kind, connection.slots, interval, ceiling)
                     if looked is None:
-                        yield self._event(
-                            "error",
-                            Phase.FAILED,
-                            error_type="JobFailedError",
-                            reason=f"SageMaker has no {kind.value} job named {self.job_name!r}",
+                        missing = JobFailedError(
+                            self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
                         )
+                        yield self._yield(CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing))
                         return
                     describe = looked
                     now = service_now(describe)
                     phase = phase_of(kind, describe)
-                    if self._is_done(phase):
+                    if is_done(phase, self.wait_for):
                         yield self._finish(kind, describe, phase, self._parsed_preferences, now)
                         return
-                    if phase is Phase.WAITING and self.deadline_seconds is not None:
-                        waited = waiting_seconds(describe, now)
-                        if waited >= self.deadline_seconds:
-                            yield await self._deadline_passed(self.hook, client, kind, describe, waited)
-                            return
-                    if (
-                        phase != last_phase
-                        or last_log_at is None
-                        or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY
-                    ):
-                        self._log_progress(kind, describe, phase, self._parsed_preferences, now)
-                        last_log_at = now
+                    waited = client_deadline_passed(phase, describe, now, self.deadline_seconds)
+                    if waited is not None:
+                        yield await self._deadline_passed(client, kind, describe, waited)
+                        return
+                    last_log_at = self._progress(kind, describe, phase, now, phase != last_phase, last_log_at)
                     if phase != last_phase:
                         interval = self.poll_interval  # something changed: look again soon
                         last_phase = phase
@@ -266,11 +223,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 interval = min(ceiling, interval * 1.5)
 
     def _client_key(self) -> tuple[Any, ...]:
-        return settings_key(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+        return self.settings.pool_key()
 
     def _open_client(self) -> Any:
         """``hook.get_async_conn()``: called once per process and settings, by the first user."""
-        return self.hook.get_async_conn()
+        return self.hook.get_async_conn()  # type: ignore[no-untyped-call]
 
     async def _describe(
         self,
@@ -281,24 +238,14 @@ class SageMakerCapacityTrigger(BaseTrigger):
         ceiling: float,
     ) -> dict[str, Any] | None:
         """Describe the job; throttling, 5xx and dropped connections are retried, never raised."""
-        attempt = 0
-        while True:
-            try:
-                async with slots:
-                    return await SageMakerPreferenceHook.describe_job_async(client, kind, self.job_name)
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                attempt += 1
-                delay = backoff_delay(attempt, base=min(interval, 2.0), cap=max(ceiling, 60.0))
-                self.log.warning(
-                    "Describe %s failed transiently (%s); retry %d in %.1fs",
-                    self.job_name,
-                    type(err).__name__,
-                    attempt,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+
+        async def once() -> dict[str, Any] | None:
+            async with slots:
+                return await SageMakerPreferenceHook.describe_job_async(client, kind, self.job_name)
+
+        # No attempt limit: a wait never ends on a transient error (deadlines bound it elsewhere).
+        policy = Retry(attempts=None, base=min(interval, 2.0), cap=max(ceiling, 60.0))
+        return await retry_async(once, f"Describe {self.job_name}", policy)
 
     def _listing_helps(self, kind: JobKind) -> bool:
         # A processing summary has no secondary status or selected type: only its end is visible.
@@ -319,7 +266,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         own. Returns the last summary seen (to re-register without an early pass).
         """
         watcher = watcher_for(kind, client_key, self._open_client)
-        is_change = capacity_changed if self.wait_for == WaitFor.CAPACITY.value else job_ended
+        is_change = listed_change(kind, self.wait_for)
         loop = asyncio.get_running_loop()
         until = loop.time() + limit
         while (remaining := until - loop.time()) > 0:
@@ -345,7 +292,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     self.log.info(
                         "%s still %s after %s: %s",
                         self.job_name,
-                        summary.get("SecondaryStatus") or summary.get("TrainingJobStatus") or "waiting",
+                        summary.get("SecondaryStatus") or summary.get(kind.spec.status_field) or "waiting",
                         format_duration(waited),
                         plan,
                     )
@@ -366,40 +313,46 @@ class SageMakerCapacityTrigger(BaseTrigger):
         preferences: InstancePreferenceList | None,
         now: datetime,
     ) -> TriggerEvent:
-        status = describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus")
-        error = terminal_error(kind, describe, now=now)
-        if error is not None:
-            self.log.error("%s", error)
-            return self._event(
-                "error", phase, error_type=type(error).__name__, job_status=status, reason=error.reason
-            )
-        outcome = outcome_from_describe(kind, describe, preferences, now=now)
-        self.log.info("Capacity acquired: %s", outcome.summary())
-        return self._event("success", phase, outcome=outcome.as_dict(), job_status=status)
+        event = event_from_describe(kind, self.wait_for, describe, phase, preferences, now=now)
+        if event.outcome is None:
+            self.log.error("%s", event.error())
+        else:
+            self.log.info("Capacity acquired: %s", event.outcome_or_raise().summary())
+        return self._yield(event)
+
+    @staticmethod
+    def _yield(event: CapacityEvent) -> TriggerEvent:
+        return TriggerEvent(event.as_payload())  # type: ignore[no-untyped-call]
 
     async def _deadline_passed(
+        self, client: Any, kind: JobKind, describe: dict[str, Any], waited: float
+    ) -> TriggerEvent:
+        if self.stop_on_deadline:
+            await self.hook.stop_job_async(client, kind, self.job_name)
+        error = capacity_deadline_error(
+            self.job_name,
+            describe.get(kind.spec.status_field),
+            self.deadline_seconds or 0.0,
+            waited,
+            stopped=self.stop_on_deadline,
+        )
+        self.log.error("Capacity deadline passed for %s: %s", self.job_name, error.reason)
+        return self._yield(CapacityEvent.failure(kind, self.wait_for, Phase.STOPPING, error))
+
+    def _progress(
         self,
-        hook: SageMakerPreferenceHook,
-        client: Any,
         kind: JobKind,
         describe: dict[str, Any],
-        waited: float,
-    ) -> TriggerEvent:
-        reason = (
-            f"no entry of the preference list got capacity within max_pending={format_duration(self.deadline_seconds or 0)} "
-            f"(waited {format_duration(waited)})"
-        )
-        if self.stop_on_deadline:
-            await hook.stop_job_async(client, kind, self.job_name)
-            reason += "; the job was stopped"
-        self.log.error("Capacity deadline passed for %s: %s", self.job_name, reason)
-        return self._event(
-            "error",
-            Phase.STOPPING,
-            error_type="CapacityTimeoutError",
-            job_status=describe.get("TrainingJobStatus") or describe.get("ProcessingJobStatus"),
-            reason=reason,
-        )
+        phase: Phase,
+        now: datetime,
+        changed: bool,
+        last_log_at: datetime | None,
+    ) -> datetime | None:
+        """Log progress on every change and every :data:`PROGRESS_LOG_EVERY`; returns when it last logged."""
+        if changed or last_log_at is None or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY:
+            self._log_progress(kind, describe, phase, self._parsed_preferences, now)
+            return now
+        return last_log_at
 
     def _log_progress(
         self,
@@ -427,9 +380,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "%s %s: %s on %s×%s",
                 self.job_name,
                 phase.value,
-                describe.get("SecondaryStatus")
-                or describe.get("TrainingJobStatus")
-                or describe.get("ProcessingJobStatus"),
+                describe.get("SecondaryStatus") or describe.get(kind.spec.status_field),
                 cluster.get("SelectedInstanceType") or cluster.get("InstanceType"),
                 cluster.get("SelectedInstanceCount") or cluster.get("InstanceCount"),
             )
@@ -439,7 +390,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         if not self.stop_job_on_kill:
             return
         hook = self.hook
-        async with await hook.get_async_conn() as client:
+        async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]
             await hook.stop_job_async(client, self.kind, self.job_name)
 
 

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_provider_sm_prefs.hooks.sagemaker import backoff_delay, is_transient, service_now
-from airflow_provider_sm_prefs.preferences import JobKind
-from airflow_provider_sm_prefs.status import WAITING_SECONDARY
+from airflow_provider_sm_prefs.hooks.pool import shared_client
+from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_transient, retry_async
+from airflow_provider_sm_prefs.hooks.sagemaker import service_now
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.status import WaitFor, phase_of, worth_a_look
 
 log = logging.getLogger(__name__)
 
@@ -57,96 +58,8 @@ EARLY_PASS_GATHER = 0.25
 EARLY_PASS_MIN_GAP = 2.0
 #: Waiters woken per event-loop turn, so a pass that finds hundreds of changes does not stall the loop.
 WAKE_BATCH = 50
-#: Post-wake Describes in flight at once on a shared client (botocore pools 10 connections by default).
-DESCRIBE_CONCURRENCY = 8
-#: Page retries within a pass on throttling/5xx before the whole pass backs off.
-PAGE_ATTEMPTS = 4
-
-_LIST = {
-    JobKind.TRAINING: ("list_training_jobs", "TrainingJobSummaries", "TrainingJobName", "TrainingJobStatus"),
-    JobKind.PROCESSING: (
-        "list_processing_jobs",
-        "ProcessingJobSummaries",
-        "ProcessingJobName",
-        "ProcessingJobStatus",
-    ),
-}
-
-
-class _SharedClient:
-    """One aiobotocore client per connection settings and event loop, shared by every trigger.
-
-    Creating a botocore client costs tens of milliseconds of CPU (service model, config files,
-    event hooks) and a connection lookup; a triggerer holding 1,000 waits would spend most of its
-    CPU on that. The client is opened on first use and closed when its last user leaves.
-    """
-
-    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any]) -> None:
-        self.key = key
-        self._opener = opener
-        self._ctx: Any = None
-        self.client: Any = None
-        self.users = 0
-        self._lock = asyncio.Lock()
-        #: Bounds concurrent per-job calls so a burst of wake-ups queues here, not in the event loop.
-        self.slots = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
-
-    async def acquire(self) -> Any:
-        async with self._lock:
-            if self.client is None:
-                self._ctx = await self._opener()
-                self.client = await self._ctx.__aenter__()
-            self.users += 1
-            return self.client
-
-    async def release(self) -> None:
-        async with self._lock:
-            self.users -= 1
-            if self.users > 0 or self.client is None:
-                return
-            ctx, self._ctx, self.client = self._ctx, None, None
-            _CLIENTS.pop(self.key, None)
-        await ctx.__aexit__(None, None, None)
-
-
-_CLIENTS: dict[tuple[Any, ...], _SharedClient] = {}
-
-
-def settings_key(
-    aws_conn_id: str | None,
-    region_name: str | None,
-    verify: bool | str | None,
-    botocore_config: dict[str, Any] | None,
-) -> tuple[Any, ...]:
-    """What makes two triggers' clients interchangeable, on the running event loop."""
-    return (
-        id(asyncio.get_running_loop()),
-        aws_conn_id,
-        region_name,
-        str(verify),
-        json.dumps(botocore_config, sort_keys=True, default=str) if botocore_config else None,
-    )
-
-
-class shared_client:
-    """Borrow the process's client for these settings; ``opener`` is ``hook.get_async_conn``."""
-
-    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any]) -> None:
-        entry = _CLIENTS.get(key)
-        if entry is None:
-            entry = _CLIENTS[key] = _SharedClient(key, opener)
-        self._entry = entry
-
-    @property
-    def slots(self) -> asyncio.Semaphore:
-        """Hold one of these around a per-job call (see :data:`DESCRIBE_CONCURRENCY`)."""
-        return self._entry.slots
-
-    async def __aenter__(self) -> Any:
-        return await self._entry.acquire()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._entry.release()
+#: A page that fails transiently is retried in place this way before the whole pass backs off.
+PAGE_RETRY = Retry(attempts=4, base=0.5, cap=10.0)
 
 
 class ListingUnavailable(RuntimeError):
@@ -176,37 +89,31 @@ class _Waiter:
     summary: dict[str, Any] | None = None
 
 
-@dataclass
-class WatcherStats:
-    list_calls: int = 0
-    pages: int = 0
-    transient_errors: int = 0
-    wakeups: int = 0
-    rounds: int = 0
-    early_passes: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+def listed_change(kind: JobKind, wait_for: WaitFor | str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a listed summary shows a change worth a Describe, for a wait for ``wait_for``."""
+    wanted = WaitFor(wait_for)
+
+    def changed(summary: dict[str, Any]) -> bool:
+        return worth_a_look(phase_of(kind, summary), wanted)
+
+    return changed
 
 
-def capacity_changed(summary: dict[str, Any]) -> bool:
-    """A training summary shows the job left Starting/Pending, or ended."""
-    status = summary.get("TrainingJobStatus") or summary.get("ProcessingJobStatus")
-    if status != "InProgress":
-        return True
-    secondary = summary.get("SecondaryStatus")
-    return bool(secondary) and secondary not in WAITING_SECONDARY
-
-
-def job_ended(summary: dict[str, Any]) -> bool:
-    status = summary.get("TrainingJobStatus") or summary.get("ProcessingJobStatus")
-    return status not in ("InProgress", "Stopping")
+def list_cadence(poll_interval: float, waiters: int, pages: int) -> float:
+    """Seconds between pass starts for ``waiters`` jobs listed in ``pages`` pages (module docstring)."""
+    if not waiters:
+        return poll_interval
+    affordable = poll_interval * max(1, pages) / (LIST_COST_SHARE * waiters)
+    return min(poll_interval, max(poll_interval * FASTEST_SHARE, affordable))
 
 
 class JobListWatcher:
     """Polls List* for one connection, region and job kind, and wakes registered waiters.
 
-    :param key: the settings key (see :func:`settings_key`) plus the job kind.
+    :param key: the settings key (``AwsSettings.pool_key``) plus the job kind.
     :param opener: ``hook.get_async_conn`` of the first trigger that asked; used through
-        :class:`shared_client`, so the watcher and the triggers share one client.
+        :class:`~airflow_provider_sm_prefs.hooks.pool.shared_client`, so the watcher and the triggers
+        share one client.
     :param kind: which List* call to use.
     """
 
@@ -222,7 +129,6 @@ class JobListWatcher:
         self._pass_started: float | None = None
         self._next_pass: float | None = None
         self._service_time: tuple[datetime, float] | None = None
-        self.stats = WatcherStats()
 
     @property
     def registered(self) -> int:
@@ -299,17 +205,12 @@ class JobListWatcher:
             early = max(early, self._pass_started + min(EARLY_PASS_MIN_GAP, interval))
         if early < self._next_pass:
             self._next_pass = early
-            self.stats.early_passes += 1
             self._wake.set()
 
     def _cadence(self, pages: int) -> float:
-        """Seconds between pass starts: see the module docstring."""
         waiters = [w for ws in self._waiters.values() for w in ws]
         poll = min((w.interval for w in waiters), default=30.0)
-        if not waiters:
-            return poll
-        affordable = poll * max(1, pages) / (LIST_COST_SHARE * len(waiters))
-        return min(poll, max(poll * FASTEST_SHARE, affordable))
+        return list_cadence(poll, len(waiters), pages)
 
     async def _run(self) -> None:
         idle_since: float | None = None
@@ -328,14 +229,13 @@ class JobListWatcher:
                     started = self._pass_started = loop.time()
                     self._next_pass = None
                     try:
-                        summaries, pages = await self._list_all(client)
+                        summaries, pages = await self.list_all(client)
                         attempt = 0
                     except Exception as err:
                         if not is_transient(err):
                             self._fail_all(ListingUnavailable(f"{type(err).__name__}: {err}"))
                             return
                         attempt += 1
-                        self.stats.transient_errors += 1
                         poll = self._cadence(1)
                         delay = backoff_delay(attempt, base=poll, cap=max(60.0, poll * 4))
                         log.warning(
@@ -347,7 +247,6 @@ class JobListWatcher:
                         await self._sleep_until(loop.time() + delay)
                         continue
                     await self._dispatch(summaries, started)
-                    self.stats.rounds += 1
                     await self._sleep_until(self._schedule_next(started, pages))
         except Exception as err:  # never leave waiters hanging on an unexpected error
             self._fail_all(ListingUnavailable(f"{type(err).__name__}: {err}"))
@@ -372,8 +271,9 @@ class JobListWatcher:
             if not self._waiters and not idle:
                 return  # everyone left: back to the idle check
 
-    async def _list_all(self, client: Any) -> tuple[dict[str, dict[str, Any]], int]:
-        operation, items_key, name_key, _ = _LIST[self.kind]
+    async def list_all(self, client: Any) -> tuple[dict[str, dict[str, Any]], int]:
+        """One pass: every InProgress job created since the oldest waiter's job (less 5 min), by name."""
+        spec = self.kind.spec
         oldest = min(w.created for ws in self._waiters.values() for w in ws) - timedelta(minutes=5)
         kwargs: dict[str, Any] = {
             "CreationTimeAfter": oldest,
@@ -383,27 +283,15 @@ class JobListWatcher:
             "MaxResults": PAGE_SIZE,
         }
         summaries: dict[str, dict[str, Any]] = {}
-        call = getattr(client, operation)
-        self.stats.list_calls += 1
+        call = getattr(client, spec.list)
         pages = 0
-        attempt = 0
         while True:
-            try:
-                page = await call(**kwargs)
-            except Exception as err:
-                attempt += 1
-                if not is_transient(err) or attempt >= PAGE_ATTEMPTS:
-                    raise
-                self.stats.transient_errors += 1
-                await asyncio.sleep(backoff_delay(attempt, base=0.5, cap=10.0))
-                continue
-            attempt = 0
+            page = await retry_async(lambda: call(**kwargs), f"List {self.kind.value} jobs", PAGE_RETRY)
             pages += 1
-            self.stats.pages += 1
             if pages == 1:
                 self._service_time = (service_now(page), asyncio.get_running_loop().time())
-            for summary in page.get(items_key, []):
-                summaries[summary[name_key]] = summary
+            for summary in page.get(spec.summaries_field, []):
+                summaries[summary[spec.name_field]] = summary
             token = page.get("NextToken")
             if not token:
                 return summaries, pages
@@ -435,7 +323,6 @@ class JobListWatcher:
                 await asyncio.sleep(0)
             if not waiter.future.done():
                 waiter.future.set_result(observation)
-                self.stats.wakeups += 1
 
     def _fail_all(self, error: Exception) -> None:
         for waiters in self._waiters.values():
@@ -448,7 +335,7 @@ _WATCHERS: dict[tuple[Any, ...], JobListWatcher] = {}
 
 
 def watcher_for(kind: JobKind, client_key: tuple[Any, ...], opener: Callable[[], Any]) -> JobListWatcher:
-    """The process's watcher for these connection settings (``settings_key``) and job kind."""
+    """The process's watcher for these connection settings (``AwsSettings.pool_key``) and job kind."""
     key = (*client_key, kind.value)
     watcher = _WATCHERS.get(key)
     if watcher is None:

@@ -104,7 +104,7 @@ def test_listing_not_permitted_falls_back_to_per_job_polling(
             {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListTrainingJobs"
         )
 
-    monkeypatch.setattr(watcher_module.JobListWatcher, "_list_all", denied)
+    monkeypatch.setattr(watcher_module.JobListWatcher, "list_all", denied)
     sm.load_scenario(staggered(1, step=300))
     submit(sm, "no-list")
     event = asyncio.run(first_event(trigger("no-list")))
@@ -246,38 +246,6 @@ def test_waiting_progress_is_logged_from_the_listing(sm: Any, capsys: pytest.Cap
     out = capsys.readouterr()
     lines = [line for line in (out.out + out.err).splitlines() if "quiet still Pending after" in line]
     assert lines and f"{G6}×2 → {G5}×4" in lines[0], out
-
-
-@pytest.mark.parametrize(
-    ("waiters", "pages", "expected"),
-    [(1, 1, 30.0), (10, 1, 30.0), (100, 1, 18.0), (1000, 10, 18.0), (3000, 10, 10.0), (1000, 40, 30.0)],
-)
-def test_list_cadence_speeds_up_only_while_listing_stays_cheap(
-    waiters: int, pages: int, expected: float
-) -> None:
-    async def cadence() -> float:
-        watcher = watcher_module.JobListWatcher(
-            ("k", "training"), lambda: None, watcher_module.JobKind.TRAINING
-        )
-        loop = asyncio.get_running_loop()
-        for i in range(waiters):
-            watcher._waiters[f"j{i}"] = [
-                watcher_module._Waiter(
-                    f"j{i}",
-                    None,
-                    30.0,
-                    watcher_module.capacity_changed,
-                    loop.create_future(),
-                    0.0,  # type: ignore[arg-type]
-                )
-            ]
-        return watcher._cadence(pages)
-
-    interval = asyncio.run(cadence())
-    assert interval == pytest.approx(expected)
-    # Faster than the poll interval only while List calls stay under 1/60 of per-job Describes at 30 s.
-    if interval < 30.0:
-        assert pages / interval <= waiters / 30.0 / 60 + 1e-9
 
 
 def test_a_job_that_ended_before_its_trigger_started_is_reported_on_the_first_pass(sm: Any) -> None:
