@@ -375,7 +375,6 @@ def run_one(
                 },
                 "classpath": result.get("classpath"),
                 "kwargs_example": result.get("kwargs_example"),
-                "shared_poll_supported": result.get("shared_poll_supported"),
                 "source_digest": result.get("source_digest"),
                 # Raw material to recompute figures: seconds after GO of each job's selection.
                 "selected_after_go": selected,

@@ -264,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     control = _Control()
     started = time.monotonic()
 
-    from benchmarks.variants import CAPACITY_TRIGGER, VARIANTS, accepts
+    from benchmarks.variants import VARIANTS, accepts
 
     variant = VARIANTS[spec["variant"]]
     names: list[str] = list(spec["jobs"])
@@ -305,7 +305,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "variant": variant.key,
             "classpath": variant.classpath,
             "kwargs_example": serialized[0] if serialized else None,
-            "shared_poll_supported": accepts(CAPACITY_TRIGGER, "shared_poll"),
             "import_seconds": ready - started,
             "source_digest": _source_digest(),
             "calls": [[round(a, 4), round(b, 4), op, name, code] for a, b, op, name, code in calls],

@@ -29,7 +29,7 @@ def load_class(classpath: str) -> type:
 
 
 def accepts(classpath: str, parameter: str) -> bool:
-    """True if the trigger's constructor takes ``parameter`` (e.g. ``shared_poll``, still being added)."""
+    """True if the trigger's constructor takes ``parameter`` (the stock trigger has no ``creation_time``)."""
     return parameter in inspect.signature(load_class(classpath)).parameters
 
 
@@ -61,7 +61,7 @@ class Variant:
 
 
 def _ours(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:
-    # Defaults except the cadence: shared_poll (when the trigger has it) stays at its default.
+    # Defaults except the cadence: shared_poll stays at its default.
     return {
         "job_name": job_name,
         "job_kind": "training",
@@ -73,10 +73,11 @@ def _ours(job_name: str, preferences: list[dict[str, Any]], poll_interval: float
 
 
 def _naive(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:
-    kwargs = {**_ours(job_name, preferences, poll_interval), "max_poll_interval": poll_interval}
-    if accepts(CAPACITY_TRIGGER, "shared_poll"):
-        kwargs["shared_poll"] = False
-    return kwargs
+    return {
+        **_ours(job_name, preferences, poll_interval),
+        "max_poll_interval": poll_interval,
+        "shared_poll": False,
+    }
 
 
 def _stock(job_name: str, preferences: list[dict[str, Any]], poll_interval: float) -> dict[str, Any]:

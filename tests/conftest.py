@@ -42,9 +42,13 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
 
+import functools  # noqa: E402
+import importlib.util  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
@@ -76,3 +80,31 @@ def sm(offline_sm_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     for key, value in offline_sm_server.airflow_env(conn_id="aws_default").items():
         monkeypatch.setenv(key, value)
     return offline_sm_server
+
+
+@functools.cache
+def _test_dags() -> ModuleType:
+    """tests/dags/sm_prefs_test_dags.py: one DAG per operator shape, configured by run_conf."""
+    path = Path(__file__).resolve().parent / "dags" / "sm_prefs_test_dags.py"
+    spec = importlib.util.spec_from_file_location("sm_prefs_test_dags", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RunResult = tuple[dict[str, str | None], dict[str, Any] | None]
+
+
+@pytest.fixture
+def run_test_dag(airflow_db: None, tmp_path: Path) -> Callable[..., RunResult]:
+    """``run_test_dag(dag_id, **conf)``: dag.test() one test DAG; returns task states and what its
+    ``consume`` task read from the job task's XComs (None if it did not run)."""
+
+    def run(dag_id: str, **conf: Any) -> RunResult:
+        out = tmp_path / f"{dag_id}-out.json"
+        dagrun = getattr(_test_dags(), dag_id).test(run_conf={**conf, "out": str(out)})
+        states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
+        return states, (json.loads(out.read_text()) if out.exists() else None)
+
+    return run

@@ -1,4 +1,4 @@
-"""Real dag.test() runs of the operators and the sensor against the offline SageMaker.
+"""Real dag.test() runs of the operators against the offline SageMaker.
 
 Every run goes through botocore/aiobotocore HTTP to the emulator; counts of Create calls and of
 jobs come from the emulator's own ledger.
@@ -6,12 +6,9 @@ jobs come from the emulator's own ledger.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +16,6 @@ import pytest
 from airflow_provider_sm_prefs.outcome import XComKey
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
-
-TEST_DAGS = Path(__file__).resolve().parent.parent / "dags" / "sm_prefs_test_dags.py"
-_spec = importlib.util.spec_from_file_location("sm_prefs_test_dags", TEST_DAGS)
-assert _spec and _spec.loader
-dags = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dags)
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
@@ -83,14 +74,6 @@ FIRST_CHOICE_SCARCE = {
 }
 
 
-def run(dag_id: str, tmp_path: Path, **conf: Any) -> tuple[dict[str, str | None], dict[str, Any] | None]:
-    out = tmp_path / f"{dag_id}-out.json"
-    dag = getattr(dags, dag_id)
-    dagrun = dag.test(run_conf={**conf, "out": str(out)})
-    states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
-    return states, (json.loads(out.read_text()) if out.exists() else None)
-
-
 def logs(capfd: pytest.CaptureFixture[str]) -> str:
     """What the task and trigger logged (Airflow's structlog writes to the process's stdout/stderr)."""
     captured = capfd.readouterr()
@@ -104,10 +87,8 @@ def creates(sm: Any, op: str = "CreateTrainingJob") -> int:
 # -- capacity outcomes ---------------------------------------------------------------------------------
 
 
-def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> None:
-    states, xcom = run(
-        "t_train_complete", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
-    )
+def test_first_choice_available_runs_to_completion(sm: Any, run_test_dag: Any) -> None:
+    states, xcom = run_test_dag("t_train_complete", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None
     assert xcom[XComKey.SELECTED_INSTANCE_TYPE.value] == G6
@@ -120,11 +101,9 @@ def test_first_choice_available_runs_to_completion(sm: Any, tmp_path: Path) -> N
     assert sm.job("nightly")["status"] == "Completed"
 
 
-def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) -> None:
+def test_fallback_to_second_entry_with_its_own_count(sm: Any, run_test_dag: Any) -> None:
     sm.load_scenario(FIRST_CHOICE_SCARCE)
-    states, xcom = run(
-        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
-    )
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None
     assert (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 4)
@@ -134,7 +113,7 @@ def test_fallback_to_second_entry_with_its_own_count(sm: Any, tmp_path: Path) ->
 
 
 def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestamps(
-    sm: Any, tmp_path: Path
+    sm: Any, run_test_dag: Any
 ) -> None:
     sm.load_scenario(
         scenario(
@@ -145,9 +124,7 @@ def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestam
             }
         )
     )
-    states, xcom = run(
-        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
-    )
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "success"
     assert xcom is not None
     assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P4D, 3)
@@ -159,10 +136,9 @@ def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestam
     assert xcom["pending_seconds"] == pytest.approx(expected, abs=1)
 
 
-def test_uniform_job_level_count_is_reported(sm: Any, tmp_path: Path) -> None:
-    states, xcom = run(
+def test_uniform_job_level_count_is_reported(sm: Any, run_test_dag: Any) -> None:
+    states, xcom = run_test_dag(
         "t_train_capacity",
-        tmp_path,
         config=training_config(InstanceCount=3),
         prefs=[G5, P4D],
         max_pending=None,
@@ -171,19 +147,19 @@ def test_uniform_job_level_count_is_reported(sm: Any, tmp_path: Path) -> None:
     assert xcom is not None and (xcom["selected_instance_type"], xcom["selected_instance_count"]) == (G5, 3)
 
 
-def test_plan_backed_first_entry_without_capacity_is_skipped(sm: Any, tmp_path: Path) -> None:
+def test_plan_backed_first_entry_without_capacity_is_skipped(sm: Any, run_test_dag: Any) -> None:
     sm.load_scenario("plan-no-capacity")
     plan = sm.scenario_dict()["training_plans"][0]
     prefs = [
         {"instance_type": plan["instance_type"], "instance_count": 2, "training_plan_arn": plan["arn"]},
         {"instance_type": P4D, "instance_count": 2},
     ]
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=prefs, max_pending=3600)
     assert states["job"] == "success"
     assert xcom is not None and (xcom["preference_rank"], xcom["capacity"]) == (2, "on-demand")
 
 
-def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: Path) -> None:
+def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, run_test_dag: Any) -> None:
     p5 = "ml.p5.48xlarge"
     sm.load_scenario(
         scenario(
@@ -195,7 +171,7 @@ def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: 
         {"instance_type": p5, "instance_count": 2, "training_plan_arn": PLAN},
         {"instance_type": P4D, "instance_count": 2},
     ]
-    states, xcom = run("t_train_capacity", tmp_path, config=training_config(), prefs=prefs, max_pending=3600)
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=prefs, max_pending=3600)
     assert states["job"] == "success"
     assert xcom is not None and (
         xcom["selected_instance_type"],
@@ -209,14 +185,12 @@ def test_plan_backed_first_entry_with_capacity_uses_the_plan(sm: Any, tmp_path: 
 
 @pytest.mark.parametrize("expiry", ["stopped", "failed"])
 def test_sagemaker_pending_expiry_fails_with_capacity_timeout_and_downstream_does_not_run(
-    sm: Any, tmp_path: Path, expiry: str, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, expiry: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(
         scenario(time_scale=1800, pending_timeout_outcome=expiry, capacity={"ml.*": [{"from": 0, "free": 0}]})
     )
-    states, xcom = run(
-        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=1800
-    )
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=1800)
     assert states["job"] == "failed"
     assert states["consume"] in ("upstream_failed", None)
     assert xcom is None
@@ -225,12 +199,11 @@ def test_sagemaker_pending_expiry_fails_with_capacity_timeout_and_downstream_doe
 
 
 def test_processing_client_deadline_stops_the_job(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(scenario(time_scale=1200, capacity={"ml.*": [{"from": 0, "free": 0}]}))
-    states, _ = run(
+    states, _ = run_test_dag(
         "t_process",
-        tmp_path,
         config=processing_config(InstanceCount=1),
         prefs=["ml.g5.xlarge", "ml.c5.xlarge"],
         max_pending=1200,
@@ -241,12 +214,12 @@ def test_processing_client_deadline_stops_the_job(
 
 
 def test_cpu_only_list_without_capacity_fails_with_capacity_error(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario("cpu-only-no-capacity")
     cpu = [t for t in sm.scenario_dict()["capacity"] if not any(ch in t for ch in "*?")][:2]
-    states, _ = run(
-        "t_train_capacity", tmp_path, config=training_config(InstanceCount=1), prefs=cpu, max_pending=None
+    states, _ = run_test_dag(
+        "t_train_capacity", config=training_config(InstanceCount=1), prefs=cpu, max_pending=None
     )
     assert states["job"] == "failed"
     assert sm.job("nightly")["status"] == "Failed"
@@ -255,25 +228,27 @@ def test_cpu_only_list_without_capacity_fails_with_capacity_error(
 
 
 def test_quota_rejection_names_the_entry_and_creates_nothing(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(scenario(quotas={"training": {G5: 2}}))
-    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, _ = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "failed"
     assert sm.jobs() == []
     assert f"instance_preferences[1] ({G5}) lacks quota" in logs(capfd)
 
 
-def test_job_failure_carries_aws_reason(sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_job_failure_carries_aws_reason(
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     config = training_config(tags={"emulator:outcome": "Failed"})
-    states, _ = run("t_train_complete", tmp_path, config=config, prefs=NIGHTLY, max_pending=3600)
+    states, _ = run_test_dag("t_train_complete", config=config, prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "failed"
     text = logs(capfd)
     assert "SageMaker job failed" in text and "AlgorithmError" in text
 
 
 def test_stop_by_someone_else_while_pending(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(scenario(time_scale=60, capacity={"ml.*": [{"from": 0, "free": 0}]}))
     client = sm.boto3_client("sagemaker")
@@ -289,7 +264,7 @@ def test_stop_by_someone_else_while_pending(
 
     stopper = threading.Thread(target=stop_when_pending, daemon=True)
     stopper.start()
-    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=86400)
+    states, _ = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=86400)
     stopper.join(5)
     assert states["job"] == "failed"
     assert "SageMaker job was stopped" in logs(capfd)
@@ -299,9 +274,9 @@ def test_stop_by_someone_else_while_pending(
 
 
 def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(
-    sm: Any, tmp_path: Path
+    sm: Any, run_test_dag: Any
 ) -> None:
-    states, xcom = run("t_train_crash", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run_test_dag("t_train_crash", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert creates(sm) == 1
     assert [j["name"] for j in sm.jobs()] == ["nightly"]
@@ -309,11 +284,11 @@ def test_retry_after_a_crash_right_after_create_reattaches_without_a_second_job(
 
 
 def test_without_a_job_name_every_try_of_a_task_instance_uses_one_derived_name(
-    sm: Any, tmp_path: Path
+    sm: Any, run_test_dag: Any
 ) -> None:
     config = training_config()
     del config["TrainingJobName"]
-    states, xcom = run("t_train_crash", tmp_path, config=config, prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run_test_dag("t_train_crash", config=config, prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert creates(sm) == 1  # the retry found the job by its derived name and reattached
     (job,) = sm.jobs()
@@ -321,9 +296,9 @@ def test_without_a_job_name_every_try_of_a_task_instance_uses_one_derived_name(
     assert xcom is not None and xcom["job_name"] == job["name"]
 
 
-def test_a_retry_returning_a_completed_outcome_keeps_the_job_links(sm: Any, tmp_path: Path) -> None:
-    states, xcom = run(
-        "t_train_crash_done", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
+def test_a_retry_returning_a_completed_outcome_keeps_the_job_links(sm: Any, run_test_dag: Any) -> None:
+    states, xcom = run_test_dag(
+        "t_train_crash_done", config=training_config(), prefs=NIGHTLY, max_pending=3600
     )
     assert states == {"job": "success", "consume": "success"}
     assert creates(sm) == 1 and xcom is not None and xcom["job_status"] == "Completed"
@@ -332,18 +307,38 @@ def test_a_retry_returning_a_completed_outcome_keeps_the_job_links(sm: Any, tmp_
     assert xcom["sm_prefs_job_logs_link"] == f"{sm.endpoint_url}/_emulator/view/jobs/nightly#logs"
 
 
-def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -> None:
+def test_name_clash_with_a_running_job_means_reattach(sm: Any, run_test_dag: Any) -> None:
+    # The other job must still run when the task meets it: 10 real seconds of Starting, then it trains.
+    sm.load_scenario({"time_scale": 10, "job_runtime_seconds": 3600, "phase_seconds": {"starting": 100}})
     client = sm.boto3_client("sagemaker")
     from airflow_provider_sm_prefs.preferences import build_request
 
     request, _ = build_request("training", training_config(), NIGHTLY, 3600)
     client.create_training_job(**request)
-    states, xcom = run(
-        "t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600
-    )
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "success"
     assert creates(sm) == 2  # ours was refused with ResourceInUse ...
     assert len(sm.jobs()) == 1  # ... and reattached to the running one
+
+
+def test_a_job_already_past_the_wait_is_answered_from_the_look_before_deferring(
+    sm: Any, run_test_dag: Any
+) -> None:
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    # A slow clock: the job stays in Training for the whole test, however loaded the machine is.
+    sm.load_scenario({**FIRST_CHOICE_SCARCE, "time_scale": 1, "job_runtime_seconds": 86400})
+    request, _ = build_request("training", training_config(), NIGHTLY, 3600)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    sm.advance(300)  # selected and training: the task reattaches to a job that needs no waiting
+    before = dict(sm.stats()["operations"])
+    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None and xcom["preference_rank"] == 2
+    calls = {op: n - before.get(op, 0) for op, n in sm.stats()["operations"].items()}
+    # Create (refused: ResourceInUse), the Describe that reattaches, the one before deferring; no trigger.
+    assert calls.get("ListTrainingJobs", 0) == 0
+    assert calls.get("DescribeTrainingJob", 0) <= 2, calls
 
 
 @pytest.mark.parametrize(
@@ -361,70 +356,29 @@ def test_name_clash_with_a_running_job_means_reattach(sm: Any, tmp_path: Path) -
     ],
 )
 def test_invalid_list_fails_before_any_create_call(
-    sm: Any, tmp_path: Path, prefs: list[Any], resource: dict[str, Any]
+    sm: Any, run_test_dag: Any, prefs: list[Any], resource: dict[str, Any]
 ) -> None:
-    states, _ = run(
-        "t_train_capacity", tmp_path, config=training_config(**resource), prefs=prefs, max_pending=3600
+    states, _ = run_test_dag(
+        "t_train_capacity", config=training_config(**resource), prefs=prefs, max_pending=3600
     )
     assert states["job"] == "failed"
     assert sm.stats()["operations"] == {}
 
 
 def test_pending_time_below_sagemaker_minimum_fails_before_any_call(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    states, _ = run("t_train_capacity", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=600)
+    states, _ = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=600)
     assert states["job"] == "failed"
     assert sm.stats()["operations"] == {}
     assert "below SageMaker's minimum MaxPendingTimeInSeconds of 1800s" in logs(capfd)
 
 
-# -- non-deferrable and sensor ---------------------------------------------------------------------------
+# -- non-deferrable ---------------------------------------------------------------------------
 
 
-def test_non_deferrable_mode_has_the_same_outcome(sm: Any, tmp_path: Path) -> None:
+def test_non_deferrable_mode_has_the_same_outcome(sm: Any, run_test_dag: Any) -> None:
     sm.load_scenario(FIRST_CHOICE_SCARCE)
-    states, xcom = run("t_train_sync", tmp_path, config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    states, xcom = run_test_dag("t_train_sync", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None and (xcom["preference_rank"], xcom["job_status"]) == (2, "Completed")
-
-
-def test_sensor_on_an_external_job(sm: Any, tmp_path: Path) -> None:
-    sm.load_scenario(FIRST_CHOICE_SCARCE)
-    from airflow_provider_sm_prefs.preferences import build_request
-
-    request, _ = build_request("training", training_config("external-1"), NIGHTLY, 3600)
-    sm.boto3_client("sagemaker").create_training_job(**request)
-    states, xcom = run("t_sensor", tmp_path, job_name="external-1")
-    assert states == {"job": "success", "consume": "success"}
-    assert xcom is not None and (
-        xcom["job_name"],
-        xcom["selected_instance_type"],
-        xcom["preference_rank"],
-    ) == ("external-1", G5, 2)
-    assert creates(sm) == 1
-
-
-def test_poking_sensor_reports_the_same_outcome(sm: Any, tmp_path: Path) -> None:
-    sm.load_scenario(FIRST_CHOICE_SCARCE)
-    from airflow_provider_sm_prefs.preferences import build_request
-
-    request, _ = build_request("training", training_config("external-2"), NIGHTLY, 3600)
-    sm.boto3_client("sagemaker").create_training_job(**request)
-    states, xcom = run("t_sensor_poke", tmp_path, job_name="external-2")
-    assert states == {"job": "success", "consume": "success"}
-    assert xcom is not None and (xcom["selected_instance_type"], xcom["preference_rank"]) == (G5, 2)
-
-
-def test_poking_sensor_times_out_without_stopping_someone_elses_job(
-    sm: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    sm.load_scenario({"time_scale": 3600, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
-    from airflow_provider_sm_prefs.preferences import build_request
-
-    request, _ = build_request("training", training_config("external-3"), NIGHTLY, 86400)
-    sm.boto3_client("sagemaker").create_training_job(**request)
-    states, _ = run("t_sensor_poke", tmp_path, job_name="external-3")
-    assert states["job"] == "failed"
-    assert "Timed out waiting for capacity" in logs(capfd)
-    assert sm.job("external-3")["status"] == "InProgress"
