@@ -125,6 +125,97 @@ def _rounds(starts: Sequence[float], gap: float = 2.0) -> list[tuple[float, int]
     return rounds
 
 
+def _split_calls(calls: Sequence[Sequence[Any]]) -> tuple[dict[str, list[float]], list[float], int]:
+    """Split the call log: each job's Describe starts, List starts, and how many other calls."""
+    per_job: dict[str, list[float]] = {}
+    lists: list[float] = []
+    other = 0
+    for start, _end, operation, name, _code in calls:
+        if str(operation).startswith("Describe") and name:
+            per_job.setdefault(str(name), []).append(float(start))
+        elif str(operation).startswith("List"):
+            lists.append(float(start))
+        else:
+            other += 1
+    for times in per_job.values():
+        times.sort()
+    return per_job, lists, other
+
+
+def _describe_rate(
+    per_job: Mapping[str, Sequence[float]], selected_real: Mapping[str, float], steady_from: float
+) -> tuple[float, float | None]:
+    """Per-job polling: Describes per job-hour while waiting, and the median polling interval.
+
+    :param per_job: each job's sorted Describe starts.
+    """
+    intervals: list[float] = []
+    polling = 0
+    for name, times in per_job.items():
+        before = [t for t in times if t < selected_real.get(name, math.inf)]
+        if len(before) >= 2:
+            steady = [b - a for a, b in itertools.pairwise(before) if a >= steady_from]
+            intervals += steady
+            polling += 1 if steady else 0
+    cadence = percentile(intervals, 50) if intervals else None
+    if not cadence:
+        return 0.0, cadence
+    long_enough = sum(
+        1
+        for name, times in per_job.items()
+        # Two cadences of steady waiting always hold one whole interval.
+        if selected_real.get(name, math.inf) - max(times[0], steady_from) >= 2.0 * cadence
+    )
+    share = min(1.0, polling / long_enough) if long_enough else 1.0
+    return 3600.0 / cadence * share, cadence
+
+
+def _waiting_spans(
+    per_job: Mapping[str, Sequence[float]], event_real: Mapping[str, float], end: float, go: float | None
+) -> list[tuple[float, float]]:
+    """Each job's ``(start, end)`` of waiting: from ``go`` (when every trigger started), or else from
+    its first call, to its event (``end`` for jobs without one).
+
+    :param per_job: each job's sorted Describe starts.
+    """
+    first = {name: times[0] for name, times in per_job.items()}
+    return [
+        (go if go is not None else first.get(name, math.inf), event_real.get(name, end))
+        for name in event_real.keys() | first.keys()
+    ]
+
+
+def _list_rate(rounds: Sequence[tuple[float, int]], spans: Sequence[tuple[float, float]]) -> float:
+    """Shared listing: List pages per job-hour waited, each pass after the first charged to the
+    job-time waited since the previous pass.
+
+    :param rounds: the List passes (see :func:`_rounds`).
+    :param spans: each job's ``(start, end)`` of waiting, monotonic seconds.
+    """
+    if len(rounds) < 2:
+        return 0.0
+    pages, job_seconds = 0, 0.0
+    for (previous, _), (start, count) in itertools.pairwise(rounds):
+        covered = sum(max(0.0, min(stop, start) - max(begin, previous)) for begin, stop in spans)
+        if covered > 0:
+            pages += count
+            job_seconds += covered
+    return 3600.0 * pages / job_seconds if job_seconds > 0 else 0.0
+
+
+def _fixed_per_job(
+    per_job: Mapping[str, Sequence[float]], other: int, selected_real: Mapping[str, float], n_jobs: int
+) -> float | None:
+    """Calls per job that do not depend on the wait's length (None for no jobs)."""
+    describes = sum(len(t) for t in per_job.values())
+    # Every Describe that follows another one before the job got capacity is polling, not fixed.
+    repeated = sum(
+        max(0, sum(1 for t in times if t < selected_real.get(name, math.inf)) - 1)
+        for name, times in per_job.items()
+    )
+    return (describes - repeated + other) / n_jobs if n_jobs else None
+
+
 def call_model(
     calls: Sequence[Sequence[Any]],
     selected_real: Mapping[str, float],
@@ -157,60 +248,13 @@ def call_model(
     :param end: monotonic end of the run (for jobs without an event).
     :param steady_from: polling intervals that start earlier are ignored (the warm-up, where creating
         clients stalls the event loop and stretches them).
+    :param go: monotonic second at which every trigger started (None: each job from its first call).
     """
-    per_job: dict[str, list[float]] = {}
-    lists: list[float] = []
-    other = 0
-    for start, _end, operation, name, _code in calls:
-        if str(operation).startswith("Describe") and name:
-            per_job.setdefault(str(name), []).append(float(start))
-        elif str(operation).startswith("List"):
-            lists.append(float(start))
-        else:
-            other += 1
-    intervals: list[float] = []
-    polling = 0
-    first: dict[str, float] = {}
-    for name, times in per_job.items():
-        times.sort()
-        first[name] = times[0]
-        before = [t for t in times if t < selected_real.get(name, math.inf)]
-        if len(before) >= 2:
-            steady = [b - a for a, b in itertools.pairwise(before) if a >= steady_from]
-            intervals += steady
-            polling += 1 if steady else 0
-    describe_rate = 0.0
-    cadence = percentile(intervals, 50) if intervals else None
-    if cadence:
-        long_enough = sum(
-            1
-            for name in per_job
-            # Two cadences of steady waiting always hold one whole interval.
-            if selected_real.get(name, math.inf) - max(first[name], steady_from) >= 2.0 * cadence
-        )
-        share = min(1.0, polling / long_enough) if long_enough else 1.0
-        describe_rate = 3600.0 / cadence * share
-    list_rate = 0.0
+    per_job, lists, other = _split_calls(calls)
+    describe_rate, cadence = _describe_rate(per_job, selected_real, steady_from)
     rounds = _rounds(lists)
-    if len(rounds) >= 2:
-        pages, job_seconds = 0, 0.0
-        spans = [
-            (go if go is not None else first.get(name, math.inf), event_real.get(name, end))
-            for name in event_real.keys() | first.keys()
-        ]
-        for (previous, _), (start, count) in itertools.pairwise(rounds):
-            covered = sum(max(0.0, min(stop, start) - max(begin, previous)) for begin, stop in spans)
-            if covered > 0:
-                pages += count
-                job_seconds += covered
-        list_rate = 3600.0 * pages / job_seconds if job_seconds > 0 else 0.0
-    describes = sum(len(t) for t in per_job.values())
-    # Every Describe that follows another one before the job got capacity is polling, not fixed.
-    repeated = sum(
-        max(0, sum(1 for t in times if t < selected_real.get(name, math.inf)) - 1)
-        for name, times in per_job.items()
-    )
-    fixed = (describes - repeated + other) / n_jobs if n_jobs else None
+    list_rate = _list_rate(rounds, _waiting_spans(per_job, event_real, end, go))
+    fixed = _fixed_per_job(per_job, other, selected_real, n_jobs)
     model: dict[str, Any] = {
         "waiting_per_job_hour": describe_rate + list_rate,
         "describe_per_job_hour": describe_rate,

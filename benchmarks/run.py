@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -257,6 +257,112 @@ def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
     }
 
 
+def _write_creation_times(child: TriggerProcess, emulator: Any, names: Sequence[str], path: Path) -> None:
+    """Wait until the trigger process is ready, then write the jobs' CreationTimes for its GO."""
+    if not child.expect("READY", 180.0):
+        raise ProcessError(f"trigger process not ready; see {child.log_path}")
+    path.write_text(json.dumps(creation_times(emulator, names)), encoding="utf-8")
+
+
+def _warm_up(
+    plan: Plan,
+    emulator: Any,
+    names: Sequence[str],
+    n_jobs: int,
+    go: float,
+    cap: float,
+    quiet_from: float,
+) -> tuple[float | None, dict[str, float]]:
+    """Wait until every job has been looked at once, or the cap, or the quiet window's start.
+
+    :param go: monotonic second the triggers were started.
+    :param cap: longest warm-up (real seconds after ``go``).
+    :param quiet_from: emulated second at which the quiet window begins at the latest.
+    :returns: the monotonic second the warm-up was over (None: not reached), and the monotonic second
+        at which each job was first seen described.
+    """
+    first_seen: dict[str, float] = {}
+    while True:
+        now = time.monotonic()
+        stats = emulator.stats()
+        described, complete = _observed(stats, names, n_jobs, len(first_seen))
+        for name in described:
+            first_seen.setdefault(name, now)
+        if complete:
+            return now, first_seen
+        if now - go >= cap or emulator.now() >= quiet_from:
+            return None, first_seen
+        time.sleep(0.25 if plan.smoke else 0.5)
+
+
+def _jump_clock(emulator: Any, target: float) -> float:
+    """Jump the emulated clock forward to ``target`` (never backwards); returns the jump asked for."""
+    jump = target - emulator.now()
+    if jump > 0:
+        emulator.advance(jump)
+    return jump
+
+
+def _await_done(
+    child: TriggerProcess, emulator: Any, first_step_real: float, deadline: float
+) -> metrics.QuietWindow:
+    """Measure the quiet window until the first step, then wait for every trigger to fire (stopping
+    the stragglers at ``deadline``); returns the quiet window."""
+    # The quiet window: only waiting until the first step.
+    quiet_start, quiet_calls_start = time.monotonic(), metrics.variant_calls(emulator.stats())
+    ended = child.expect("DONE", max(0.0, first_step_real - 0.05 - time.monotonic()))
+    quiet = metrics.QuietWindow(
+        quiet_start, time.monotonic(), quiet_calls_start, metrics.variant_calls(emulator.stats())
+    )
+    if not ended:
+        ended = child.expect("DONE", max(0.0, deadline - time.monotonic()))
+    if not ended:
+        child.send("STOP")
+        if not child.expect("DONE", 60.0):
+            raise ProcessError(f"trigger process did not stop; see {child.log_path}")
+    return quiet
+
+
+def _cpu_used(before: float | None, after: float | None) -> float | None:
+    """CPU seconds between two readings (None if either is unknown)."""
+    return (after - before) if (before is not None and after is not None) else None
+
+
+def _warm_up_figures(
+    n_jobs: int, warm_at: float | None, first_seen: Mapping[str, float], jump: float
+) -> dict[str, Any]:
+    """How the warm-up went: reached or not, jobs not looked at, the clock jump that followed."""
+    return {
+        "warm_up_reached": warm_at is not None,
+        # Jobs nobody had looked at when the steps began (a List pass counts for all).
+        "not_looked_at_before_steps": 0 if warm_at is not None else n_jobs - len(first_seen),
+        "clock_jump_emulated_seconds": max(0.0, jump),
+    }
+
+
+def _selected_after_go(
+    jobs: Iterable[Mapping[str, Any]], clock: metrics.ClockMap, go_child: float
+) -> dict[str, float]:
+    """Real seconds after GO at which each job got capacity (jobs that never did are left out)."""
+    selected = {}
+    for job in jobs:
+        sel = selection_time(job)
+        if sel is not None:
+            selected[str(job["name"])] = round(clock.to_real(sel) - go_child, 4)
+    return selected
+
+
+def _workload_record(workload: Workload) -> dict[str, Any]:
+    """The scenario's parameters, as recorded with each run."""
+    return {
+        "name": workload.name,
+        "first_step_emulated": workload.first_step,
+        "span_emulated": workload.span,
+        "seed": workload.seed,
+        "rate_limits": workload.rate_limits,
+    }
+
+
 def run_one(
     plan: Plan,
     emulator_proc: EmulatorProcess,
@@ -290,50 +396,21 @@ def run_one(
     try:
         created = submit_jobs(emulator, names)
         submitted = time.monotonic()
-        if not child.expect("READY", 180.0):
-            raise ProcessError(f"trigger process not ready; see {child.log_path}")
         creation_file = run_dir / f"created-n{n_jobs}-{variant}{'-throttled' if throttled else ''}.json"
-        creation_file.write_text(json.dumps(creation_times(emulator, names)), encoding="utf-8")
+        _write_creation_times(child, emulator, names, creation_file)
         emulator_cpu0 = emulator_proc.cpu_seconds()
         child.send(f"GO {creation_file}")
         go = time.monotonic()
-        # Warm-up: until every job has been looked at once, or the cap.
-        first_seen: dict[str, float] = {}
-        warm_at: float | None = None
         start_epoch = float(emulator.clock()["start_epoch"])
         first_step_abs = start_epoch + workload.first_step
-        while True:
-            now = time.monotonic()
-            stats = emulator.stats()
-            described, complete = _observed(stats, names, n_jobs, len(first_seen))
-            for name in described:
-                first_seen.setdefault(name, now)
-            if complete:
-                warm_at = now
-                break
-            if now - go >= cap or emulator.now() >= first_step_abs - plan.quiet * plan.time_scale:
-                break
-            time.sleep(0.25 if plan.smoke else 0.5)
-        # Jump so that the first step comes `quiet` seconds from now (never backwards).
-        jump = first_step_abs - plan.quiet * plan.time_scale - emulator.now()
-        if jump > 0:
-            emulator.advance(jump)
+        quiet_from = first_step_abs - plan.quiet * plan.time_scale
+        warm_at, first_seen = _warm_up(plan, emulator, names, n_jobs, go, cap, quiet_from)
+        # Jump so that the first step comes `quiet` seconds from now, whatever the warm-up took.
+        jump = _jump_clock(emulator, quiet_from)
         clock = _emulator_clock(emulator)
         first_step_real = clock.to_real(first_step_abs)
         last_step_real = clock.to_real(start_epoch + workload.last_step)
-        deadline = last_step_real + plan.tail_for(throttled)
-        # The quiet window: only waiting until the first step.
-        quiet_start, quiet_calls_start = time.monotonic(), metrics.variant_calls(emulator.stats())
-        ended = child.expect("DONE", max(0.0, first_step_real - 0.05 - time.monotonic()))
-        quiet = metrics.QuietWindow(
-            quiet_start, time.monotonic(), quiet_calls_start, metrics.variant_calls(emulator.stats())
-        )
-        if not ended:
-            ended = child.expect("DONE", max(0.0, deadline - time.monotonic()))
-        if not ended:
-            child.send("STOP")
-            if not child.expect("DONE", 60.0):
-                raise ProcessError(f"trigger process did not stop; see {child.log_path}")
+        quiet = _await_done(child, emulator, first_step_real, last_step_real + plan.tail_for(throttled))
         emulator_cpu1 = emulator_proc.cpu_seconds()
         child.close()
         result = child.result()
@@ -347,21 +424,10 @@ def run_one(
             n_jobs=n_jobs,
             warm_at=warm_at,
             first_step_real=first_step_real,
-            emulator_cpu=(emulator_cpu1 - emulator_cpu0)
-            if (emulator_cpu0 is not None and emulator_cpu1 is not None)
-            else None,
+            emulator_cpu=_cpu_used(emulator_cpu0, emulator_cpu1),
             quiet=quiet,
         )
-        figures["warm_up_reached"] = warm_at is not None
-        # Jobs nobody had looked at when the steps began (a List pass counts for all).
-        figures["not_looked_at_before_steps"] = 0 if warm_at is not None else n_jobs - len(first_seen)
-        figures["clock_jump_emulated_seconds"] = max(0.0, jump)
-        go_child = float(result["t_go"])
-        selected = {}
-        for job in jobs:
-            sel = selection_time(job)
-            if sel is not None:
-                selected[str(job["name"])] = round(clock.to_real(sel) - go_child, 4)
+        figures.update(_warm_up_figures(n_jobs, warm_at, first_seen, jump))
         record.update(
             {
                 "figures": figures,
@@ -377,14 +443,8 @@ def run_one(
                 "kwargs_example": result.get("kwargs_example"),
                 "source_digest": result.get("source_digest"),
                 # Raw material to recompute figures: seconds after GO of each job's selection.
-                "selected_after_go": selected,
-                "workload": {
-                    "name": workload.name,
-                    "first_step_emulated": workload.first_step,
-                    "span_emulated": workload.span,
-                    "seed": workload.seed,
-                    "rate_limits": workload.rate_limits,
-                },
+                "selected_after_go": _selected_after_go(jobs, clock, float(result["t_go"])),
+                "workload": _workload_record(workload),
             }
         )
     finally:
@@ -394,7 +454,8 @@ def run_one(
     return record
 
 
-def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
+def _argument_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m benchmarks.run`` (every option defaults to the plan's value)."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.run", description=(__doc__ or "").split("\n\n")[0]
     )
@@ -431,21 +492,27 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
     parser.add_argument(
         "--output", type=Path, help="result JSON path (default benchmarks/results/bench-<ts>.json)"
     )
-    args = parser.parse_args(argv)
-    plan = SMOKE if args.smoke else Plan()
+    return parser
+
+
+def _chosen_variants(parser: argparse.ArgumentParser, text: str) -> tuple[str, ...]:
+    """The variants named in ``--variants``; an unknown one ends the program with a usage error."""
+    chosen = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(ALL_VARIANTS)}")
+    return chosen
+
+
+def _option_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The plan fields given a value on the command line."""
     changes: dict[str, Any] = {}
     if args.sizes:
         changes["sizes"] = tuple(int(x) for x in args.sizes.split(",") if x.strip())
     if args.variants:
-        chosen = tuple(v.strip() for v in args.variants.split(",") if v.strip())
-        unknown = [v for v in chosen if v not in VARIANTS]
-        if unknown:
-            parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(ALL_VARIANTS)}")
-        changes["variants"] = chosen
+        changes["variants"] = _chosen_variants(parser, args.variants)
     if args.throttled_size is not None:
         changes["throttled_size"] = args.throttled_size
-    if args.no_throttled:
-        changes["throttled_size"] = None
     for name in (
         "throttle_rate",
         "poll_interval",
@@ -459,26 +526,44 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
         value = getattr(args, name)
         if value is not None:
             changes[name] = value
+    if args.log_level:
+        changes["log_level"] = args.log_level.upper()
+    return changes
+
+
+def _switches(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan fields the on/off switches set."""
+    changes: dict[str, Any] = {}
+    if args.no_throttled:
+        changes["throttled_size"] = None
     if args.no_parse:
         changes["parse_processes"] = 0
     if args.profile:
         changes["profile"] = True
-    if args.log_level:
-        changes["log_level"] = args.log_level.upper()
-    plan = replace(plan, **changes)
+    return changes
+
+
+def _plan_changes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The plan fields the command line overrides; ``--no-throttled`` and ``--no-parse`` win over
+    ``--throttled-size`` and ``--parse-processes``."""
+    return {**_option_values(parser, args), **_switches(args)}
+
+
+def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
+    """The plan and the result JSON path from the command line."""
+    parser = _argument_parser()
+    args = parser.parse_args(argv)
+    plan = SMOKE if args.smoke else Plan()
+    plan = replace(plan, **_plan_changes(parser, args))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     output = args.output or RESULTS / f"bench-{stamp}{'-smoke' if plan.smoke else ''}.json"
     return plan, output.resolve()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; returns the exit code (0 even when targets are missed)."""
-    plan, output = _parse_args(argv)
-    started = time.monotonic()
-    run_dir = output.with_suffix("")
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _new_result(plan: Plan, argv: Sequence[str] | None) -> dict[str, Any]:
+    """The result's header (command, machine, plan, variants) with no runs yet."""
     command = "python -m benchmarks.run " + " ".join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {
+    return {
         "command": command.strip(),
         "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
@@ -492,40 +577,100 @@ def main(argv: Sequence[str] | None = None) -> int:
         "variants": {key: VARIANTS[key].description for key in plan.variants},
         "runs": [],
     }
-    planned = plan.runs()
-    estimate = sum(plan.estimate(n, v, t) for n, v, t in planned)
-    print(
-        f"benchmark: {len(planned)} runs, estimated {estimate / 60:.1f} min (+ parse cost); budget "
-        f"{plan.budget / 60:.0f} min; results in {output}",
-        flush=True,
-    )
 
-    def save() -> None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
 
-    def measure_parse() -> None:
-        from benchmarks import parse_cost
+def _save(result: dict[str, Any], output: Path) -> None:
+    """Write the result as it stands (after every run, so an interrupted benchmark keeps its figures)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
 
-        env = child_env(bytecode_env(RESULTS / ".pycache"))
-        try:
-            result["parse"] = parse_cost.measure(
-                plan.parse_processes, plan.parse_repeat, env, warm_cache=not plan.smoke
-            )
-        except Exception as err:  # a broken DAG file must not cost the capacity figures
-            result["parse"] = {"error": f"{type(err).__name__}: {err}"}
 
-    parse_thread: threading.Thread | None = None
-    if plan.parse_processes > 0:
-        print("parse cost: measuring ...", flush=True)
-        if plan.prespawn:
-            # Smoke only: overlap with the capacity runs (its figures do not matter, its time does).
-            parse_thread = threading.Thread(target=measure_parse, name="parse-cost", daemon=True)
-            parse_thread.start()
-        else:
-            measure_parse()
-            save()
+def _measure_parse(plan: Plan, result: dict[str, Any]) -> None:
+    """The DAG parse-cost benchmark, into ``result["parse"]`` (its error, if it fails)."""
+    from benchmarks import parse_cost
 
+    env = child_env(bytecode_env(RESULTS / ".pycache"))
+    try:
+        result["parse"] = parse_cost.measure(
+            plan.parse_processes, plan.parse_repeat, env, warm_cache=not plan.smoke
+        )
+    except Exception as err:  # a broken DAG file must not cost the capacity figures
+        result["parse"] = {"error": f"{type(err).__name__}: {err}"}
+
+
+def _start_parse(plan: Plan, result: dict[str, Any], output: Path) -> threading.Thread | None:
+    """Measure the parse cost now, or start it in a thread when prespawning (returned, to join)."""
+    if plan.parse_processes <= 0:
+        return None
+    print("parse cost: measuring ...", flush=True)
+    if plan.prespawn:
+        # Smoke only: overlap with the capacity runs (its figures do not matter, its time does).
+        thread = threading.Thread(target=_measure_parse, args=(plan, result), name="parse-cost", daemon=True)
+        thread.start()
+        return thread
+    _measure_parse(plan, result)
+    _save(result, output)
+    return None
+
+
+def _stop(child: TriggerProcess | None, timeout: float = 10.0) -> None:
+    """Stop a trigger process that will not be measured (if there is one)."""
+    if child is not None:
+        child.send("STOP")
+        child.close(timeout=timeout)
+
+
+def _run_or_error(
+    plan: Plan,
+    emulator_proc: EmulatorProcess,
+    emulator: Any,
+    n_jobs: int,
+    variant: str,
+    throttled: bool,
+    run_dir: Path,
+    child: TriggerProcess,
+) -> dict[str, Any]:
+    """:func:`run_one`, or a record of its error (one failed run must not end the benchmark)."""
+    try:
+        return run_one(plan, emulator_proc, emulator, n_jobs, variant, throttled, run_dir, child)
+    except Exception as err:
+        return {
+            "n_jobs": n_jobs,
+            "variant": variant,
+            "throttled": throttled,
+            "error": f"{type(err).__name__}: {err}",
+        }
+
+
+def _print_run_summary(record: Mapping[str, Any]) -> None:
+    """One line per run: its headline figures, or its error."""
+    figures = record.get("figures")
+    if figures:
+        lat = figures["latency_seconds"]
+        print(
+            f"    {record['run_seconds']:.0f} s: calls {figures['calls']['total']}, "
+            f"p95 {lat['p95'] if lat['p95'] is not None else float('nan'):.1f} s, "
+            f"CPU {figures['cpu']['percent_of_one_core']:.1f} %, RSS {figures['memory']['peak_rss_mb']:.0f} MB, "
+            f"failed {figures['tasks']['failed']}, undetected {figures['tasks']['undetected_at_end']}",
+            flush=True,
+        )
+    else:
+        print(f"    failed: {record.get('error')}", flush=True)
+
+
+def _capacity_runs(
+    plan: Plan,
+    planned: Sequence[tuple[int, str, bool]],
+    run_dir: Path,
+    started: float,
+    result: dict[str, Any],
+    output: Path,
+) -> None:
+    """Every planned run against one offline SageMaker process, within the budget; each run's record
+    goes to ``result["runs"]`` and the result is saved after each.
+
+    :param started: monotonic second the benchmark started (the budget counts from it).
+    """
     emulator_env = child_env(bytecode_env(RESULTS / ".pycache"))
     emulator_proc = EmulatorProcess(emulator_env, run_dir / "emulator.log")
     upcoming: TriggerProcess | None = None
@@ -545,9 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 result["runs"].append(
                     {"n_jobs": n_jobs, "variant": variant, "throttled": throttled, "skipped": "time budget"}
                 )
-                if child is not None:
-                    child.send("STOP")
-                    child.close(timeout=10.0)
+                _stop(child)
                 continue
             print(f"[{index + 1}/{len(planned)}] {label} ...", flush=True)
             run_started = time.monotonic()
@@ -556,44 +699,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                 child = spawn_trigger_process(plan, emulator_proc.url, n_jobs, variant, throttled, run_dir)
             if plan.prespawn and index + 1 < len(planned):
                 upcoming = spawn_trigger_process(plan, emulator_proc.url, *planned[index + 1], run_dir)
-            try:
-                record = run_one(plan, emulator_proc, emulator, n_jobs, variant, throttled, run_dir, child)
-            except Exception as err:
-                record = {
-                    "n_jobs": n_jobs,
-                    "variant": variant,
-                    "throttled": throttled,
-                    "error": f"{type(err).__name__}: {err}",
-                }
+            record = _run_or_error(plan, emulator_proc, emulator, n_jobs, variant, throttled, run_dir, child)
             record["run_seconds"] = time.monotonic() - run_started
             # Other work on the machine distorts latency and lag; the 1-minute load tells how much.
             record["loadavg_1m"] = {"start": load_before[0], "end": os.getloadavg()[0]}
             result["runs"].append(record)
-            figures = record.get("figures")
-            if figures:
-                lat = figures["latency_seconds"]
-                print(
-                    f"    {record['run_seconds']:.0f} s: calls {figures['calls']['total']}, "
-                    f"p95 {lat['p95'] if lat['p95'] is not None else float('nan'):.1f} s, "
-                    f"CPU {figures['cpu']['percent_of_one_core']:.1f} %, RSS {figures['memory']['peak_rss_mb']:.0f} MB, "
-                    f"failed {figures['tasks']['failed']}, undetected {figures['tasks']['undetected_at_end']}",
-                    flush=True,
-                )
-            else:
-                print(f"    failed: {record.get('error')}", flush=True)
-            save()
+            _print_run_summary(record)
+            _save(result, output)
     finally:
-        if upcoming is not None:
-            upcoming.send("STOP")
-            upcoming.close(timeout=10.0)
+        _stop(upcoming)
         emulator_proc.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns the exit code (0 even when targets are missed)."""
+    plan, output = _parse_args(argv)
+    started = time.monotonic()
+    run_dir = output.with_suffix("")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result = _new_result(plan, argv)
+    planned = plan.runs()
+    estimate = sum(plan.estimate(n, v, t) for n, v, t in planned)
+    print(
+        f"benchmark: {len(planned)} runs, estimated {estimate / 60:.1f} min (+ parse cost); budget "
+        f"{plan.budget / 60:.0f} min; results in {output}",
+        flush=True,
+    )
+    parse_thread = _start_parse(plan, result, output)
+    _capacity_runs(plan, planned, run_dir, started, result, output)
     if parse_thread is not None:
         parse_thread.join(timeout=300)
     result["targets"] = metrics.evaluate_targets(result["runs"])
     result["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds")
     result["total_seconds"] = time.monotonic() - started
     result["machine"]["loadavg_end"] = list(os.getloadavg())
-    save()
+    _save(result, output)
     print()
     print(report.render(result))
     print(f"\nresults: {output} ({result['total_seconds'] / 60:.1f} min)")
