@@ -328,4 +328,4 @@ def test_module_imports_neither_airflow_nor_boto() -> None:
 
 
 def test_catalog_is_loaded_once() -> None:
-    assert catalog._catalog() is catalog._catalog()
+    assert catalog.lookup("ml.g5.48xlarge") is catalog.lookup("ml.g5.48xlarge")

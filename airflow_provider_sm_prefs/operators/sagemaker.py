@@ -42,7 +42,7 @@ from airflow_provider_sm_prefs.status import JobStatus, WaitFor, is_done, job_st
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
-def _has_template(value: Any) -> bool:
+def has_template(value: Any) -> bool:
     """Whether ``value`` or a string nested in it (dict keys and values, list and tuple items) has Jinja markup."""
     if isinstance(value, (dict, list, tuple)):
         # One pass in C for the common literal case: marshal takes only trees of exact builtin types and
@@ -156,7 +156,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.botocore_config = botocore_config
         self._job_name: str | None = None
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
-        if not any(_has_template(v) for v in (config, self.instance_preferences, max_pending)):
+        if not any(has_template(v) for v in (config, self.instance_preferences, max_pending)):
             check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
 
     @cached_property

@@ -15,7 +15,7 @@ from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_provider_sm_prefs.operators.sagemaker import _has_template
+from airflow_provider_sm_prefs.operators.sagemaker import has_template
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
@@ -220,4 +220,4 @@ class _Str(str):
     ],
 )
 def test_has_template(value: Any, expected: bool) -> None:
-    assert _has_template(value) is expected
+    assert has_template(value) is expected
