@@ -16,31 +16,9 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing import rules
 from airflow_provider_sm_prefs.testing.engine import ApiError, Engine, Job, JobKind
+from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, OPERATIONS
 
-__all__ = ["OPERATIONS", "SageMakerApi"]
-
-OPERATIONS: frozenset[str] = frozenset(
-    {
-        "CreateTrainingJob",
-        "DescribeTrainingJob",
-        "StopTrainingJob",
-        "ListTrainingJobs",
-        "CreateProcessingJob",
-        "DescribeProcessingJob",
-        "StopProcessingJob",
-        "ListProcessingJobs",
-    }
-)
-
-#: The request parameter that names the job, per operation (for per-job call counts).
-JOB_NAME_PARAM: Mapping[str, str] = {
-    "CreateTrainingJob": "TrainingJobName",
-    "DescribeTrainingJob": "TrainingJobName",
-    "StopTrainingJob": "TrainingJobName",
-    "CreateProcessingJob": "ProcessingJobName",
-    "DescribeProcessingJob": "ProcessingJobName",
-    "StopProcessingJob": "ProcessingJobName",
-}
+__all__ = ["JOB_NAME_PARAM", "OPERATIONS", "SageMakerApi"]
 
 DEFAULT_STOPPING_CONDITION = {"MaxRuntimeInSeconds": 86400}
 DEFAULT_LIST_MAX_RESULTS = 10

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
-from airflow_provider_sm_prefs.testing.scenario import CapacityWindow, Scenario
+from airflow_provider_sm_prefs.testing.scenario_types import CapacityWindow, Scenario
 
 __all__ = [
     "ACCELERATED_PREFIXES",

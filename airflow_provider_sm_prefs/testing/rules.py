@@ -17,13 +17,11 @@ import fnmatch
 import math
 import re
 from collections.abc import Callable, Mapping
-from functools import cache
 from typing import Any
 
-import botocore.session
-from botocore.model import OperationModel, ServiceModel
 from botocore.validate import ParamValidator
 
+from airflow_provider_sm_prefs.testing.botocore_model import instance_types, operation_model, service_model
 from airflow_provider_sm_prefs.testing.engine import ApiError, Choice, JobKind, JobSpec, is_accelerated
 from airflow_provider_sm_prefs.testing.scenario import Scenario
 
@@ -52,22 +50,8 @@ _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _JOB_NAME_PATTERN = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
 
 
-@cache
-def service_model() -> ServiceModel:
-    """botocore's SageMaker service model: the single source of truth for shapes and enums."""
-    return botocore.session.get_session().get_service_model("sagemaker")
-
-
-@cache
-def operation_model(operation: str) -> OperationModel:
-    """The botocore operation model for ``operation``."""
-    return service_model().operation_model(operation)
-
-
-TRAINING_INSTANCE_TYPES: frozenset[str] = frozenset(service_model().shape_for("TrainingInstanceType").enum)
-PROCESSING_INSTANCE_TYPES: frozenset[str] = frozenset(
-    service_model().shape_for("ProcessingInstanceType").enum
-)
+TRAINING_INSTANCE_TYPES: frozenset[str] = instance_types("training")
+PROCESSING_INSTANCE_TYPES: frozenset[str] = instance_types("processing")
 ALL_INSTANCE_TYPES: frozenset[str] = TRAINING_INSTANCE_TYPES | PROCESSING_INSTANCE_TYPES
 
 #: Built-in algorithms by ECR repository name (the last path part of ``TrainingImage``/``ImageUri``),
