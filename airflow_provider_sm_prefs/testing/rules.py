@@ -22,8 +22,9 @@ from typing import Any
 from botocore.validate import ParamValidator
 
 from airflow_provider_sm_prefs.testing.botocore_model import instance_types, operation_model, service_model
-from airflow_provider_sm_prefs.testing.engine import ApiError, Choice, JobKind, JobSpec, is_accelerated
-from airflow_provider_sm_prefs.testing.scenario import Scenario
+from airflow_provider_sm_prefs.testing.exceptions import ApiError
+from airflow_provider_sm_prefs.testing.models import Choice, JobKind, JobSpec, is_accelerated
+from airflow_provider_sm_prefs.testing.scenario_types import Scenario
 
 __all__ = [
     "ALL_INSTANCE_TYPES",

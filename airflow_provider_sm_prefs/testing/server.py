@@ -33,8 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_sm_prefs.testing import view
-from airflow_provider_sm_prefs.testing.api import JOB_NAME_PARAM, OPERATIONS, SageMakerApi
-from airflow_provider_sm_prefs.testing.engine import ApiError, Engine
+from airflow_provider_sm_prefs.testing.api import SageMakerApi
+from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.exceptions import (
+    ApiError,
+    InternalFailure,
+    SerializationError,
+    ServiceUnavailable,
+    ThrottlingError,
+)
+from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, OPERATIONS
 from airflow_provider_sm_prefs.testing.scenario import Faults, Scenario, ScenarioError, load_scenario
 from airflow_provider_sm_prefs.testing.view import VIEW_PREFIX
 
@@ -50,6 +58,8 @@ _DATE_SET = "sm_prefs.date_set"
 _JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
 _FAKE_KEY = "testing"
 _SESSION_LOCK = threading.Lock()
+#: HTTP status per error code (the engine's errors carry none); every other error is the client's (400).
+_STATUS_BY_CODE = {"InternalFailure": 500, "ServiceUnavailable": 503}
 
 
 @dataclass
@@ -154,17 +164,13 @@ class EmulatorService:
         if fault == "drop":
             return Response(0, b"", [], drop=True)
         if fault == "throttle":
-            return self.error_response(ApiError("ThrottlingException", "Rate exceeded"), date)
+            return self.error_response(ThrottlingError(), date)
         if fault == "error500":
-            return self.error_response(
-                ApiError("InternalFailure", "We encountered an internal error.", 500), date
-            )
+            return self.error_response(InternalFailure(), date)
         if fault == "error503":
-            return self.error_response(ApiError("ServiceUnavailable", "Service is unavailable.", 503), date)
+            return self.error_response(ServiceUnavailable(), date)
         if params is None:
-            return self.error_response(
-                ApiError("SerializationException", "Request body is not valid JSON"), date
-            )
+            return self.error_response(SerializationError("Request body is not valid JSON"), date)
         with self.lock:
             try:
                 result = self.api.call(operation, params)
@@ -207,7 +213,8 @@ class EmulatorService:
 
     def error_response(self, error: ApiError, date: float) -> Response:
         """The AWS JSON error form: ``__type`` + ``message`` and the ``x-amzn-ErrorType`` header."""
-        response = self._json(error.status, {"__type": error.code, "message": error.message}, date)
+        status = _STATUS_BY_CODE.get(error.code, 400)
+        response = self._json(status, {"__type": error.code, "message": error.message}, date)
         response.headers.append(("x-amzn-ErrorType", error.code))
         return response
 
@@ -437,9 +444,7 @@ class EmulatorApp:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 raise ConnectionAbortedError("emulated connection drop")
-            response = self.service.error_response(
-                ApiError("InternalFailure", "emulated connection drop", 500), time.time()
-            )
+            response = self.service.error_response(InternalFailure("emulated connection drop"), time.time())
         environ[_DATE_SET] = True
         start_response(f"{response.status} {_REASONS.get(response.status, 'OK')}", response.headers)
         return [response.body]
