@@ -7,17 +7,40 @@ rules and runs jobs over an emulated clock. See ``docs/emulator.md``.
 >>> from airflow_provider_sm_prefs.testing import OfflineSageMaker
 >>> with OfflineSageMaker(scenario="first-choice-scarce") as sm:  # doctest: +SKIP
 ...     sm.boto3_client("sagemaker").list_training_jobs()
+
+Importing this package loads nothing else: the public names below are imported on first use (PEP 562),
+so the pytest plugin and the job helpers do not pay for the server, PyYAML, moto or botocore.
+
+Modules, from the bottom up (a module imports only modules above it in this list):
+
+- leaves: :mod:`.exceptions` (service and scenario errors), :mod:`.operations` (the eight emulated
+  operations), :mod:`.botocore_model` (botocore's SageMaker model), :mod:`.scenario_types` (what a
+  scenario is), :mod:`.models` (jobs), :mod:`.stats` (call counters), :mod:`.view` (HTML pages),
+  :mod:`.jobs` (request helpers for tests);
+- scenarios: :mod:`.scenario_fields` (validation per section), :mod:`.scenario` (loading; public);
+- simulation: :mod:`.clock` (emulated time, event heap), :mod:`.capacity` (pools, waiting jobs),
+  :mod:`.engine` (job lifecycle);
+- the API: :mod:`.algorithms` (R10), :mod:`.rules` (request validation), :mod:`.api` (the operations);
+- HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.admin`
+  (admin route table), :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app),
+  :mod:`.handler` (fast path), :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users
+  hold);
+- entry points: :mod:`.cli` (``sm-prefs-emulator``), :mod:`.pytest_plugin` (fixtures).
 """
 
 from __future__ import annotations
 
-from airflow_provider_sm_prefs.testing.scenario import (
-    BUILTIN_SCENARIOS,
-    Scenario,
-    ScenarioError,
-    load_scenario,
-)
-from airflow_provider_sm_prefs.testing.server import OfflineSageMaker, RemoteSageMaker
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_sm_prefs.testing.scenario import (
+        BUILTIN_SCENARIOS,
+        Scenario,
+        ScenarioError,
+        load_scenario,
+    )
+    from airflow_provider_sm_prefs.testing.server import OfflineSageMaker, RemoteSageMaker
 
 __all__ = [
     "BUILTIN_SCENARIOS",
@@ -27,3 +50,26 @@ __all__ = [
     "ScenarioError",
     "load_scenario",
 ]
+
+#: Public name -> the module (under this package) that defines it.
+_EXPORTS = {
+    "BUILTIN_SCENARIOS": "scenario",
+    "Scenario": "scenario",
+    "ScenarioError": "scenario",
+    "load_scenario": "scenario",
+    "OfflineSageMaker": "server",
+    "RemoteSageMaker": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,40 +14,30 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_sm_prefs.testing import rules
-from airflow_provider_sm_prefs.testing.engine import ApiError, Engine, Job, JobKind
-
-__all__ = ["OPERATIONS", "SageMakerApi"]
-
-OPERATIONS: frozenset[str] = frozenset(
-    {
-        "CreateTrainingJob",
-        "DescribeTrainingJob",
-        "StopTrainingJob",
-        "ListTrainingJobs",
-        "CreateProcessingJob",
-        "DescribeProcessingJob",
-        "StopProcessingJob",
-        "ListProcessingJobs",
-    }
+from airflow_provider_sm_prefs.testing.botocore_model import service_model
+from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.exceptions import (
+    SerializationError,
+    UnknownOperation,
+    ValidationError,
+)
+from airflow_provider_sm_prefs.testing.models import Job, JobKind
+from airflow_provider_sm_prefs.testing.operations import OPERATIONS
+from airflow_provider_sm_prefs.testing.rules import (
+    check_quotas,
+    processing_job_spec,
+    training_job_spec,
+    validate_shape,
 )
 
-#: The request parameter that names the job, per operation (for per-job call counts).
-JOB_NAME_PARAM: Mapping[str, str] = {
-    "CreateTrainingJob": "TrainingJobName",
-    "DescribeTrainingJob": "TrainingJobName",
-    "StopTrainingJob": "TrainingJobName",
-    "CreateProcessingJob": "ProcessingJobName",
-    "DescribeProcessingJob": "ProcessingJobName",
-    "StopProcessingJob": "ProcessingJobName",
-}
+__all__ = ["OPERATIONS", "SageMakerApi"]
 
 DEFAULT_STOPPING_CONDITION = {"MaxRuntimeInSeconds": 86400}
 DEFAULT_LIST_MAX_RESULTS = 10
 
 
 def _echo_keys(request_shape: str, response_shape: str, computed: set[str]) -> tuple[str, ...]:
-    model = rules.service_model()
+    model = service_model()
     request = set(model.shape_for(request_shape).members)
     response = model.shape_for(response_shape).members
     return tuple(k for k in response if k in request and k not in computed)
@@ -90,12 +80,12 @@ class SageMakerApi:
         }
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Run one operation at the emulated now; raises :class:`ApiError` for client-visible errors."""
+        """Run one operation at the emulated now; raises :class:`~.exceptions.ApiError` for client errors."""
         handler = self._handlers.get(operation)
         if handler is None:
-            raise ApiError("UnknownOperationException", f"Operation {operation} is not emulated")
+            raise UnknownOperation(f"Operation {operation} is not emulated")
         if not isinstance(params, dict):
-            raise ApiError("SerializationException", "Request body must be a JSON object")
+            raise SerializationError("Request body must be a JSON object")
         now = self.engine.sync()
         return handler(params, now)
 
@@ -108,17 +98,17 @@ class SageMakerApi:
     def _name(self, params: Mapping[str, Any], key: str) -> str:
         name = params.get(key)
         if not isinstance(name, str) or not name:
-            raise ApiError("ValidationException", f"{key}: required")
+            raise ValidationError(f"{key}: required")
         return name
 
     # ------------------------------------------------------------------------------------- training
 
     def _create_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        rules.validate_shape("CreateTrainingJob", params)
+        validate_shape("CreateTrainingJob", params)
         scenario = self.engine.scenario
-        spec = rules.training_job_spec(params, scenario)
+        spec = training_job_spec(params, scenario)
         self._ensure_new(JobKind.TRAINING, spec.name)
-        rules.check_quotas(spec, scenario, self.engine.utilization)
+        check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.TRAINING, spec.name), now)
         return {"TrainingJobArn": job.arn}
 
@@ -179,7 +169,7 @@ class SageMakerApi:
         return {}
 
     def _list_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        rules.validate_shape("ListTrainingJobs", params)
+        validate_shape("ListTrainingJobs", params)
 
         def summary(job: Job) -> dict[str, Any]:
             item: dict[str, Any] = {
@@ -203,11 +193,11 @@ class SageMakerApi:
     # ----------------------------------------------------------------------------------- processing
 
     def _create_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        rules.validate_shape("CreateProcessingJob", params)
+        validate_shape("CreateProcessingJob", params)
         scenario = self.engine.scenario
-        spec = rules.processing_job_spec(params, scenario)
+        spec = processing_job_spec(params, scenario)
         self._ensure_new(JobKind.PROCESSING, spec.name)
-        rules.check_quotas(spec, scenario, self.engine.utilization)
+        check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.PROCESSING, spec.name), now)
         return {"ProcessingJobArn": job.arn}
 
@@ -252,7 +242,7 @@ class SageMakerApi:
         return {}
 
     def _list_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        rules.validate_shape("ListProcessingJobs", params)
+        validate_shape("ListProcessingJobs", params)
 
         def summary(job: Job) -> dict[str, Any]:
             item: dict[str, Any] = {
@@ -318,9 +308,7 @@ class SageMakerApi:
         jobs.sort(key=sort_key, reverse=descending)
         max_results = params.get("MaxResults") or DEFAULT_LIST_MAX_RESULTS
         if not isinstance(max_results, int) or not 1 <= max_results <= 100:
-            raise ApiError(
-                "ValidationException", f"MaxResults: must be between 1 and 100, got {max_results!r}"
-            )
+            raise ValidationError(f"MaxResults: must be between 1 and 100, got {max_results!r}")
         offset = _decode_token(params.get("NextToken"))
         page = jobs[offset : offset + max_results]
         out: dict[str, Any] = {key: [summary(j) for j in page]}
@@ -331,16 +319,16 @@ class SageMakerApi:
 
 def _epoch(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ApiError("ValidationException", f"{field}: must be a timestamp")
+        raise ValidationError(f"{field}: must be a timestamp")
     try:
         return float(value)
     except ValueError:
         from botocore.utils import parse_timestamp
 
         try:
-            return parse_timestamp(value).timestamp()
+            return float(parse_timestamp(value).timestamp())
         except (ValueError, TypeError) as exc:
-            raise ApiError("ValidationException", f"{field}: must be a timestamp, got {value!r}") from exc
+            raise ValidationError(f"{field}: must be a timestamp, got {value!r}") from exc
 
 
 def _encode_token(offset: int) -> str:
@@ -353,7 +341,7 @@ def _decode_token(token: Any) -> int:
     try:
         offset = json.loads(base64.urlsafe_b64decode(str(token).encode()))["offset"]
     except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise ApiError("ValidationException", "NextToken: invalid pagination token") from exc
+        raise ValidationError("NextToken: invalid pagination token") from exc
     if not isinstance(offset, int) or offset < 0:
-        raise ApiError("ValidationException", "NextToken: invalid pagination token")
+        raise ValidationError("NextToken: invalid pagination token")
     return offset

@@ -2,7 +2,7 @@
 
 They stand in for the SageMaker console when a connection points at the offline SageMaker: the
 operators' "SageMaker Job" link opens ``/_emulator/view/jobs/<name>`` there. Pure rendering from the
-admin views of :meth:`Job.view <airflow_provider_sm_prefs.testing.engine.Job.view>`; no HTTP here.
+admin views of :meth:`Job.view <airflow_provider_sm_prefs.testing.models.Job.view>`; no HTTP here.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from botocore.model import Shape
 
 from airflow_provider_sm_prefs.testing import OfflineSageMaker
-from airflow_provider_sm_prefs.testing.rules import service_model
+from airflow_provider_sm_prefs.testing.botocore_model import service_model
 
 AWS_CLI = Path(sys.executable).with_name("aws")
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.testing.engine import ApiError, Choice, Engine, JobKind, JobSpec
+from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.exceptions import ApiError
+from airflow_provider_sm_prefs.testing.models import Choice, JobKind, JobSpec
 from airflow_provider_sm_prefs.testing.scenario import load_scenario
 
 START = 1_700_000_000.0

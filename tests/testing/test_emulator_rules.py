@@ -652,3 +652,17 @@ def test_bad_job_name_is_rejected(raw_client: Any, make_training: Callable[..., 
         "ValidationException",
         "trainingJobName",
     )
+
+
+def test_unknown_members_are_ignored_and_left_out_of_the_shape_report(
+    emulator: OfflineSageMaker, make_training: Callable[..., dict[str, Any]]
+) -> None:
+    accepted = make_training("newer-field", [{"InstanceType": G5}], count=1, SomeFutureField={"x": 1})
+    status, _ = raw_call(emulator, "CreateTrainingJob", accepted)
+    assert status == 200
+    request = make_training("bad-type", [{"InstanceType": G5}], count=1, SomeFutureField=1)
+    request["RoleArn"] = 42
+    status, error = raw_call(emulator, "CreateTrainingJob", request)
+    assert status == 400 and error["__type"] == "ValidationException"
+    assert error["message"].startswith("1 validation error detected: Invalid type for parameter RoleArn")
+    assert "SomeFutureField" not in error["message"]

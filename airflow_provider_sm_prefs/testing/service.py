@@ -1,0 +1,216 @@
+"""Everything behind the HTTP layer of the offline SageMaker, under one lock: engine, API, faults, stats.
+
+:class:`EmulatorService` answers one emulated SageMaker call as a :class:`~.responses.Response` (faults
+first, so a faulted call has no side effects) and carries the admin operations, reachable both as
+methods (in-process) and through :meth:`EmulatorService.admin` (the HTTP routes of :mod:`.admin`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_sm_prefs.testing.admin import dispatch
+from airflow_provider_sm_prefs.testing.api import SageMakerApi
+from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.exceptions import ApiError, SerializationError
+from airflow_provider_sm_prefs.testing.faults import Fault, FaultInjector
+from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM
+from airflow_provider_sm_prefs.testing.responses import Response, dropped, error_response, json_response
+from airflow_provider_sm_prefs.testing.scenario import load_scenario
+from airflow_provider_sm_prefs.testing.scenario_types import Faults, Scenario, ScenarioSource
+from airflow_provider_sm_prefs.testing.stats import Stats
+
+__all__ = ["EmulatorService"]
+
+
+class EmulatorService:
+    """Everything behind the HTTP layer: engine, API, faults, statistics and admin operations.
+
+    Thread-safe: one lock serialises the world. Admin operations are reachable both as methods (in-process)
+    and through :meth:`admin` (the HTTP routes and :class:`RemoteSageMaker` use that), so both paths run
+    the same code.
+
+    :param scenario: a builtin scenario name, a path, a dict or a :class:`Scenario`.
+    :param real_clock: monotonic real seconds, injectable for tests.
+    :param wall_clock: real epoch seconds, injectable for tests.
+    """
+
+    def __init__(
+        self,
+        scenario: ScenarioSource = "default",
+        *,
+        real_clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lock = threading.RLock()
+        loaded = load_scenario(scenario)
+        self.engine = Engine(loaded, real_clock=real_clock, wall_clock=wall_clock)
+        self.api = SageMakerApi(self.engine)
+        self._injector = FaultInjector(loaded)
+        self._stats = Stats()
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario in force."""
+        return self.engine.scenario
+
+    @property
+    def faults(self) -> Faults:
+        """The fault rates in force."""
+        return self._injector.faults
+
+    @property
+    def rate_limits(self) -> dict[str, float]:
+        """The rate limits in force (calls per real second per operation)."""
+        return self._injector.rate_limits
+
+    # ------------------------------------------------------------------------------- SageMaker ops
+
+    def handle_sagemaker(self, operation: str, body: bytes) -> Response:
+        """Answer one emulated SageMaker call (faults first, so a faulted call has no side effects)."""
+        params = _json_params(body)
+        with self.lock:
+            self._stats.called(operation, _job_name(operation, params))
+            fault = self._injector.draw(operation)
+            if fault is not None:
+                self._stats.faulted(operation, fault.counter)
+            delay = self._injector.latency_seconds
+            date = self.engine.now()
+        if delay > 0:
+            time.sleep(delay)
+        if fault is Fault.DROP:
+            return dropped()
+        if fault is not None:
+            return error_response(fault.error(), date)
+        if params is None:
+            return error_response(SerializationError("Request body is not valid JSON"), date)
+        with self.lock:
+            try:
+                result = self.api.call(operation, params)
+            except ApiError as error:
+                self._stats.rejected(operation, error.code)
+                return error_response(error, self.engine.now())
+            date = self.engine.now()
+        return json_response(200, result, date)
+
+    # ----------------------------------------------------------------------------- admin (methods)
+
+    def stats(self) -> dict[str, Any]:
+        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, and per job."""
+        with self.lock:
+            return self._stats.snapshot()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Admin views of all jobs in creation order."""
+        with self.lock:
+            self.engine.sync()
+            return [job.view(self.engine.start_epoch) for job in self.engine.jobs()]
+
+    def job(self, name: str) -> dict[str, Any]:
+        """Admin view of one job (training first, then processing); KeyError if unknown."""
+        with self.lock:
+            self.engine.sync()
+            job = self.engine.find(name)
+            if job is None:
+                raise KeyError(name)
+            return job.view(self.engine.start_epoch)
+
+    def reset(self) -> None:
+        """Forget jobs and counters, restart the clock and restore the scenario's faults."""
+        with self.lock:
+            self.engine.reset()
+            self._restart(self.engine.scenario)
+
+    def load_scenario(self, source: ScenarioSource) -> Scenario:
+        """Replace the scenario and reset the world."""
+        scenario = load_scenario(source)
+        with self.lock:
+            self.engine.reset(scenario)
+            self._restart(scenario)
+        return scenario
+
+    def _restart(self, scenario: Scenario) -> None:
+        self._injector = FaultInjector(scenario)
+        self._stats = Stats()
+
+    def clock(self) -> dict[str, float]:
+        """Emulated now, seconds since the world started, and the time scale."""
+        with self.lock:
+            now = self.engine.sync()
+            return {
+                "now": now,
+                "elapsed": now - self.engine.start_epoch,
+                "start_epoch": self.engine.start_epoch,
+                "time_scale": self.engine.scenario.time_scale,
+            }
+
+    def advance(self, seconds: float) -> float:
+        """Jump the emulated clock forward; returns the new emulated now."""
+        with self.lock:
+            return self.engine.advance(seconds)
+
+    def set_faults(
+        self,
+        throttle_rate: float | None = None,
+        error_rate: float | None = None,
+        latency_ms: float | None = None,
+        drop_rate: float | None = None,
+        rate_limits: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """Change fault injection; arguments left as None keep their value. Returns the faults in force."""
+        changes = {
+            "throttle_rate": throttle_rate,
+            "error_rate": error_rate,
+            "latency_ms": latency_ms,
+            "drop_rate": drop_rate,
+        }
+        with self.lock:
+            self._injector.update(changes, rate_limits)
+        return self.fault_settings()
+
+    def fault_settings(self) -> dict[str, Any]:
+        """The faults and rate limits in force."""
+        with self.lock:
+            return self._injector.settings()
+
+    def stop_all_jobs(self) -> int:
+        """Stop every non-terminal job; returns how many were asked to stop."""
+        with self.lock:
+            return self.engine.stop_all(self.engine.sync())
+
+    def health(self) -> dict[str, Any]:
+        """Liveness plus the scenario name and region."""
+        scenario = self.scenario
+        return {
+            "ok": True,
+            "scenario": scenario.name,
+            "region": scenario.region,
+            "account_id": scenario.account_id,
+        }
+
+    # -------------------------------------------------------------------------------- admin (HTTP)
+
+    def admin(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """Route an admin request (see :mod:`.admin`); returns ``(HTTP status, JSON payload)``."""
+        return dispatch(self, method, path, body)
+
+
+def _json_params(body: bytes) -> Any:
+    """The request's JSON, or None if it is not JSON (an empty body is ``{}``)."""
+    try:
+        return json.loads(body or b"{}")
+    except ValueError:
+        return None
+
+
+def _job_name(operation: str, params: Any) -> str | None:
+    """The job a call names, for per-job counts."""
+    name_key = JOB_NAME_PARAM.get(operation)
+    if name_key and isinstance(params, dict) and isinstance(params.get(name_key), str):
+        name: str = params[name_key]
+        return name
+    return None
