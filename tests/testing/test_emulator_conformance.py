@@ -37,21 +37,8 @@ def raw(emulator: OfflineSageMaker, operation: str, body: dict[str, Any]) -> dic
 def conforms(value: Any, shape: Shape, path: str, *, optional: frozenset[str] = frozenset()) -> None:
     """Assert ``value`` is exactly what botocore's ``shape`` allows: known members, enums, types."""
     kind = shape.type_name
-    if kind == "structure":
-        assert isinstance(value, dict), path
-        for key, item in value.items():
-            assert key in shape.members, f"{path}.{key} is not a member of {shape.name}"
-            conforms(item, shape.members[key], f"{path}.{key}")
-        for required in shape.required_members:
-            assert required in value or required in optional, f"{path}.{required} is required by {shape.name}"
-    elif kind == "list":
-        assert isinstance(value, list), path
-        for index, item in enumerate(value):
-            conforms(item, shape.member, f"{path}[{index}]")  # type: ignore[attr-defined]
-    elif kind == "map":
-        assert isinstance(value, dict), path
-        for key, item in value.items():
-            conforms(item, shape.value, f"{path}.{key}")  # type: ignore[attr-defined]
+    if kind in _CONTAINERS:
+        _CONTAINERS[kind](value, shape, path, optional)
     elif kind == "string":
         assert isinstance(value, str), path
         if shape.enum:
@@ -62,6 +49,34 @@ def conforms(value: Any, shape: Shape, path: str, *, optional: frozenset[str] = 
         assert isinstance(value, bool), path
     elif kind in ("timestamp", "double", "float"):
         assert isinstance(value, int | float) and not isinstance(value, bool), path
+
+
+def _structure(value: Any, shape: Shape, path: str, optional: frozenset[str]) -> None:
+    assert isinstance(value, dict), path
+    for key, item in value.items():
+        assert key in shape.members, f"{path}.{key} is not a member of {shape.name}"
+        conforms(item, shape.members[key], f"{path}.{key}")
+    for required in shape.required_members:
+        assert required in value or required in optional, f"{path}.{required} is required by {shape.name}"
+
+
+def _list(value: Any, shape: Shape, path: str, optional: frozenset[str]) -> None:
+    assert isinstance(value, list), path
+    for index, item in enumerate(value):
+        conforms(item, shape.member, f"{path}[{index}]")  # type: ignore[attr-defined]
+
+
+def _map(value: Any, shape: Shape, path: str, optional: frozenset[str]) -> None:
+    assert isinstance(value, dict), path
+    for key, item in value.items():
+        conforms(item, shape.value, f"{path}.{key}")  # type: ignore[attr-defined]
+
+
+_CONTAINERS: dict[str, Callable[[Any, Shape, str, frozenset[str]], None]] = {
+    "structure": _structure,
+    "list": _list,
+    "map": _map,
+}
 
 
 def output_shape(operation: str) -> Shape:
