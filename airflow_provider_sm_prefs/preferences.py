@@ -17,6 +17,10 @@ Rules follow the SageMaker guides (rule numbers R1..R14 as in the README's "Rule
 AWS call"). SageMaker's own
 client validation only checks minimums, so everything here is what makes a bad list fail before a
 single AWS call instead of after a round trip, or worse, after a retry storm.
+
+The module is over 500 lines on purpose: it is the one pure module a DAG imports at parse time, and
+each rule sits next to the value type it checks (entry rules by ``InstancePreference``, list and
+request rules by ``InstancePreferenceList``), so a rule, its field path and its message read in one place.
 """
 
 from __future__ import annotations
