@@ -35,15 +35,15 @@ e2e: install postgres browser
 	$(RUN) pytest -m e2e tests/e2e
 
 airflow: install postgres
-	$(RUN) python -m airflow_provider_sm_prefs.testing.deployment up --port 8080
+	$(RUN) python -m harness.deployment up --port 8080
 
 lint: install
-	$(RUN) ruff check airflow_provider_sm_prefs tests dags_examples benchmarks
-	$(RUN) ruff format --check airflow_provider_sm_prefs tests dags_examples benchmarks
+	$(RUN) ruff check airflow_provider_sm_prefs harness tests dags_examples benchmarks
+	$(RUN) ruff format --check airflow_provider_sm_prefs harness tests dags_examples benchmarks
 	$(RUN) mypy
 
 demo: install
-	$(RUN) python -m airflow_provider_sm_prefs.testing.demo
+	$(RUN) python -m harness.demo
 
 bench: install
 	$(RUN) python -m benchmarks.run

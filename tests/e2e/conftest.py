@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import e2e_reliability
 from e2e_reliability import Ledger
 
-from airflow_provider_sm_prefs.testing.deployment import LocalAirflow
+from harness.deployment import LocalAirflow
 
 #: Every DAG the e2e tests trigger; the deployment is ready once all are parsed.
 E2E_DAGS = (

@@ -38,7 +38,7 @@ from e2e_support import (
 )
 
 from airflow_provider_sm_prefs.outcome import XComKey
-from airflow_provider_sm_prefs.testing.deployment import (
+from harness.deployment import (
     FAKE_ACCESS_KEY_ID,
     FAKE_SECRET_ACCESS_KEY,
     LocalAirflow,

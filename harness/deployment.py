@@ -9,7 +9,7 @@ see :mod:`.postgres`, else SQLite) and starts ``api-server``, ``scheduler`` (Loc
 (``simple_auth_manager_all_admins``), so this is for a developer's machine only; everything binds
 127.0.0.1.
 
-    python -m airflow_provider_sm_prefs.testing.deployment up --port 8080
+    python -m harness.deployment up --port 8080
 
 Test helpers (REST calls, waits, killing and restarting components, killing a task's process) live
 on the class so the e2e tests read as scenarios.
@@ -52,9 +52,9 @@ TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 FAKE_ACCESS_KEY_ID = "AKIASMPREFSLOCALTEST"
 FAKE_SECRET_ACCESS_KEY = "smprefs-FAKE-secret-9f3c2a71-do-not-leak"
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Import path of this module, also when it runs as ``python -m`` (where ``__name__`` is ``__main__``).
-_MODULE = "airflow_provider_sm_prefs.testing.deployment"
+_MODULE = "harness.deployment"
 
 #: sqlite3/aiosqlite connect arguments for every Airflow process (``[database] sql_alchemy_connect_args``
 #: names this object). SQLite lets one writer at a time; with 50 tasks deferring and resuming at once, the
@@ -267,7 +267,7 @@ class LocalAirflow:
         return b"".join(path.read_bytes() for path in sorted(self.home.glob("airflow.db*")))
 
     def _start_database(self) -> None:
-        from airflow_provider_sm_prefs.testing import postgres
+        from harness import postgres
 
         if self.database == "sqlite" or (self.database == "auto" and postgres.missing()):
             return
@@ -280,6 +280,8 @@ class LocalAirflow:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{_MODULE}.SQLITE_CONNECT_ARGS",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{_MODULE}.SQLITE_CONNECT_ARGS",
+            # Those settings name an object of this checkout's harness package, which is not installed.
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(_REPO_ROOT), os.environ.get("PYTHONPATH")))),
         }
 
     def _build_env(self) -> dict[str, str]:
@@ -844,7 +846,7 @@ def local_airflow(root: Path | None = None, **kwargs: Any) -> Iterator[LocalAirf
 def main(argv: Sequence[str] | None = None) -> int:
     """``up``: start the deployment, print where the UI is, stay up until Ctrl-C."""
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_provider_sm_prefs.testing.deployment", description=__doc__.split("\n\n")[0]
+        prog="python -m harness.deployment", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start Airflow + the offline SageMaker and stay in the foreground")
