@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import iam
-from harness.deployment import ACTIVE_TI_STATES, LocalAirflow
+from harness.deployment import LocalAirflow
+from harness.rest import ACTIVE_TI_STATES
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_PATH = ROOT / "docs" / "iam-policy.json"

@@ -38,11 +38,8 @@ from e2e_support import (
 )
 
 from airflow_provider_sm_prefs.outcome import XComKey
-from harness.deployment import (
-    FAKE_ACCESS_KEY_ID,
-    FAKE_SECRET_ACCESS_KEY,
-    LocalAirflow,
-)
+from harness.config import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
+from harness.deployment import LocalAirflow
 
 pytestmark = pytest.mark.e2e
 
