@@ -4,7 +4,8 @@ against the offline SageMaker, under faults: what users and operators actually d
 Everything is observed from outside: task states, XComs and logs through the REST API v2, SageMaker
 jobs and call counts from the emulator's ledger, processes by PID. Each test ends by asserting that
 no SageMaker job is left running with no task looking after it, and that every SageMaker operation
-the emulator saw is granted by docs/iam-policy.json; then it records its row of docs/reliability.md.
+the emulator saw is granted by docs/iam-policy.json; then it records its row of the reliability table
+(build/reliability/ after a run, docs/reliability.md once published).
 """
 
 from __future__ import annotations
