@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench airflow e2e postgres browser clean
+.PHONY: help install test lint demo bench airflow e2e reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench    - run the benchmarks (not part of make test)"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
+	@echo "make reliability-doc - publish the last e2e run's reliability table (build/reliability) into docs/"
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
@@ -34,16 +35,20 @@ browser:
 e2e: install postgres browser
 	$(RUN) pytest -m e2e tests/e2e
 
+# make e2e writes its reliability table to build/reliability/ only; this publishes it.
+reliability-doc: install
+	$(RUN) python tests/e2e/e2e_reliability.py
+
 airflow: install postgres
-	$(RUN) python -m airflow_provider_sm_prefs.testing.deployment up --port 8080
+	$(RUN) python -m harness.deployment up --port 8080
 
 lint: install
-	$(RUN) ruff check airflow_provider_sm_prefs tests dags_examples benchmarks
-	$(RUN) ruff format --check airflow_provider_sm_prefs tests dags_examples benchmarks
+	$(RUN) ruff check airflow_provider_sm_prefs harness tests dags_examples benchmarks
+	$(RUN) ruff format --check airflow_provider_sm_prefs harness tests dags_examples benchmarks
 	$(RUN) mypy
 
 demo: install
-	$(RUN) python -m airflow_provider_sm_prefs.testing.demo
+	$(RUN) python -m harness.demo
 
 bench: install
 	$(RUN) python -m benchmarks.run

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the PostgreSQL server binaries that the e2e deployment runs privately (a throw-away cluster on a
-# loopback port per test session: airflow_provider_sm_prefs/testing/postgres.py). Starts nothing itself.
+# loopback port per test session: harness/postgres.py). Starts nothing itself.
 # The Python drivers (psycopg2-binary, asyncpg) come from the project's dev dependencies.
 set -euo pipefail
 

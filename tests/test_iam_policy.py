@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.preferences import JobKind, build_request
-from airflow_provider_sm_prefs.testing import iam
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
+from harness import iam
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 

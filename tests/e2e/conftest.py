@@ -1,8 +1,9 @@
 """The e2e suite's deployment and its reliability ledger.
 
 One :class:`LocalAirflow` per test module (api-server, scheduler, dag-processor, triggerer and the
-offline SageMaker as separate processes). Every scenario records a row; at the end of the session
-the rows are merged into docs/reliability.json and docs/reliability.md is re-rendered.
+offline SageMaker as separate processes). Every scenario records a row; at the end of the session the
+rows, merged into the published ones, go to build/reliability/ (reliability.json and reliability.md);
+``make reliability-doc`` publishes them into docs/. The session changes no tracked file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import e2e_reliability
 from e2e_reliability import Ledger
 
-from airflow_provider_sm_prefs.testing.deployment import LocalAirflow
+from harness.deployment import LocalAirflow
 
 #: Every DAG the e2e tests trigger; the deployment is ready once all are parsed.
 E2E_DAGS = (
@@ -34,12 +35,25 @@ E2E_DAGS = (
 )
 
 
+#: Where the session wrote its reliability table, for the terminal summary.
+_TABLE = pytest.StashKey[Path]()
+
+
 @pytest.fixture(scope="session")
-def ledger() -> Iterator[Ledger]:
+def ledger(request: pytest.FixtureRequest) -> Iterator[Ledger]:
     book = Ledger()
     yield book
     if book.rows and not os.environ.get("SM_PREFS_E2E_NO_TABLE"):
         e2e_reliability.write(book.rows)
+        request.config.stash[_TABLE] = e2e_reliability.RUN_TABLE
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    table = config.stash.get(_TABLE, None)
+    if table is not None:
+        terminalreporter.write_line(
+            f"reliability table of this run: {table} (make reliability-doc publishes it)"
+        )
 
 
 def _interrupt_on_sigterm(signum: int, frame: Any) -> None:

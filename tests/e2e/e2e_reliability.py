@@ -1,14 +1,17 @@
-"""The reliability table: rows written by the e2e tests, rendered into docs/reliability.md.
+"""The reliability table: rows recorded by the e2e tests, rendered as markdown.
 
-The e2e tests record one row per scenario into ``docs/reliability.json`` (rows of scenarios not run
-keep their last result, so a partial run never drops a row). At the end of the session the table is
-re-rendered; to re-render by hand::
+An e2e session writes only under the git-ignored ``build/reliability/``: ``reliability.json`` holds the
+published rows of ``docs/reliability.json`` with this session's rows merged in (rows of scenarios not run
+keep their last result, so a partial run never drops a row) and ``reliability.md`` renders them. Publishing
+the last run into ``docs/`` is a deliberate step::
 
-    .venv/bin/python tests/e2e/e2e_reliability.py
+    make reliability-doc   # = .venv/bin/python tests/e2e/e2e_reliability.py
+    .venv/bin/python tests/e2e/e2e_reliability.py --render   # re-render docs/reliability.md only
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -17,8 +20,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The published table.
 ROWS = ROOT / "docs" / "reliability.json"
 TABLE = ROOT / "docs" / "reliability.md"
+#: The last e2e session's table (``build/`` is not tracked).
+RUN_DIR = ROOT / "build" / "reliability"
+RUN_ROWS = RUN_DIR / "reliability.json"
+RUN_TABLE = RUN_DIR / "reliability.md"
 COLUMNS = (
     ("scenario", "Scenario"),
     ("load", "Load"),
@@ -38,8 +46,8 @@ XComs and logs through Airflow's REST API v2, job counts and call counts from th
 Do not edit by hand; reproduce with
 
 ```
-make e2e        # = .venv/bin/pytest -m e2e tests/e2e  (rewrites docs/reliability.json and this file)
-.venv/bin/python tests/e2e/e2e_reliability.py   # re-render this file from docs/reliability.json
+make e2e              # = .venv/bin/pytest -m e2e tests/e2e  (writes build/reliability/reliability.json and .md)
+make reliability-doc  # publishes that run: docs/reliability.json and this file
 ```
 
 *Jobs created* counts SageMaker jobs that exist in the emulator after the scenario (`CreateTrainingJob`
@@ -77,7 +85,7 @@ class Ledger:
         unattended: int,
         seconds: float,
     ) -> None:
-        """One scenario's row; ``id`` keys it in docs/reliability.json, ``order`` places it in the table."""
+        """One scenario's row; ``id`` keys it in the JSON file, ``order`` places it in the table."""
         from airflow import __version__ as airflow_version
 
         self.rows.append(
@@ -136,23 +144,37 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write(
-    new_rows: Sequence[Mapping[str, Any]], rows_path: Path = ROWS, table_path: Path = TABLE
+    new_rows: Sequence[Mapping[str, Any]],
+    base_path: Path = ROWS,
+    rows_path: Path = RUN_ROWS,
+    table_path: Path = RUN_TABLE,
 ) -> list[dict[str, Any]]:
-    """Merge ``new_rows`` into the JSON file and re-render the markdown table; returns all rows."""
-    rows = merge(load_rows(rows_path), new_rows)
+    """Merge ``new_rows`` into the rows of ``base_path``; write them and their table; returns all rows."""
+    rows = merge(load_rows(base_path), new_rows)
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     rows_path.write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
+    table_path.parent.mkdir(parents=True, exist_ok=True)
     table_path.write_text(render(rows))
     return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    rows = load_rows()
+    parser = argparse.ArgumentParser(
+        description=f"Publish the last e2e run's table ({RUN_ROWS.relative_to(ROOT)}) into docs/."
+    )
+    parser.add_argument(
+        "--render", action="store_true", help=f"only re-render {TABLE.relative_to(ROOT)} from its JSON file"
+    )
+    args = parser.parse_args(argv)
+    source = ROWS if args.render else RUN_ROWS
+    rows = load_rows(source)
     if not rows:
-        print(f"no rows in {ROWS}; run the e2e suite first (make e2e)", file=sys.stderr)
+        print(f"no rows in {source}; run the e2e suite first (make e2e)", file=sys.stderr)
         return 1
-    TABLE.write_text(render(rows))
-    print(f"wrote {TABLE} ({len(rows)} rows)")
+    write([], base_path=source, rows_path=ROWS, table_path=TABLE)
+    print(
+        f"wrote {TABLE.relative_to(ROOT)} and {ROWS.relative_to(ROOT)} from {source.relative_to(ROOT)} ({len(rows)} rows)"
+    )
     return 0
 
 

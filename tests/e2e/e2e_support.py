@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_sm_prefs.testing import iam
-from airflow_provider_sm_prefs.testing.deployment import ACTIVE_TI_STATES, LocalAirflow
+from harness import iam
+from harness.deployment import LocalAirflow
+from harness.rest import ACTIVE_TI_STATES
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_PATH = ROOT / "docs" / "iam-policy.json"

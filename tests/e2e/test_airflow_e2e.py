@@ -4,7 +4,8 @@ against the offline SageMaker, under faults: what users and operators actually d
 Everything is observed from outside: task states, XComs and logs through the REST API v2, SageMaker
 jobs and call counts from the emulator's ledger, processes by PID. Each test ends by asserting that
 no SageMaker job is left running with no task looking after it, and that every SageMaker operation
-the emulator saw is granted by docs/iam-policy.json; then it records its row of docs/reliability.md.
+the emulator saw is granted by docs/iam-policy.json; then it records its row of the reliability table
+(build/reliability/ after a run, docs/reliability.md once published).
 """
 
 from __future__ import annotations
@@ -38,11 +39,8 @@ from e2e_support import (
 )
 
 from airflow_provider_sm_prefs.outcome import XComKey
-from airflow_provider_sm_prefs.testing.deployment import (
-    FAKE_ACCESS_KEY_ID,
-    FAKE_SECRET_ACCESS_KEY,
-    LocalAirflow,
-)
+from harness.config import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
+from harness.deployment import LocalAirflow
 
 pytestmark = pytest.mark.e2e
 

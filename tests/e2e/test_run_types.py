@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.testing.deployment import LocalAirflow
+from harness.deployment import LocalAirflow
 
 pytestmark = pytest.mark.e2e
 

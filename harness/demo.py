@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,18 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_sm_prefs.outcome import format_duration
+from airflow_provider_sm_prefs.testing import RemoteSageMaker
+from harness.config import free_port, venv_bin
 
 DAG_ID = "sm_prefs_nightly_retrain"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _bin(name: str) -> str:
-    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def _wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -68,7 +59,8 @@ def _read_outcome(env: dict[str, str]) -> dict[str, Any] | None:
         sys.stderr.write(result.stderr[-2000:])
         return None
     value = json.loads(lines[-1])
-    return json.loads(value) if isinstance(value, str) else value
+    outcome: dict[str, Any] | None = json.loads(value) if isinstance(value, str) else value
+    return outcome
 
 
 def print_table(outcome: dict[str, Any], elapsed: float) -> None:
@@ -117,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     home = Path(tempfile.mkdtemp(prefix="sm-prefs-demo-"))
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     emulator = subprocess.Popen(
-        [_bin("sm-prefs-emulator"), "--port", str(port), "--scenario", args.scenario],
+        [venv_bin("sm-prefs-emulator"), "--port", str(port), "--scenario", args.scenario],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -146,14 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             env.pop(key, None)
-        subprocess.run([_bin("airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+        subprocess.run([venv_bin("airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
         # Restart the emulated night now, so the scenario's clock starts with the DAG run.
-        from airflow_provider_sm_prefs.testing import OfflineSageMaker
-
-        OfflineSageMaker.attach(url).load_scenario(args.scenario)
+        RemoteSageMaker(url).load_scenario(args.scenario)
         print(f"running `airflow dags test {DAG_ID}` against it ...")
         result = subprocess.run(
-            [_bin("airflow"), "dags", "test", DAG_ID], env=env, capture_output=True, text=True
+            [venv_bin("airflow"), "dags", "test", DAG_ID], env=env, capture_output=True, text=True
         )
         log = home / "dags-test.log"
         log.write_text(result.stdout + result.stderr)

@@ -1,0 +1,210 @@
+"""What a local Airflow deployment is made of: its options, its ``AIRFLOW_HOME``, every process's
+environment (``airflow.cfg`` as ``AIRFLOW__*`` variables) and each component's command line.
+
+Pure: nothing here starts a process or touches the network (apart from :func:`free_port` probing one).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Airflow components a deployment runs, in start order (the offline SageMaker starts before them).
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+DATABASES = ("auto", "postgres", "sqlite")
+#: Access key id and secret of the deployment's ``aws_default`` connection. The emulator accepts any
+#: credentials; the secret is distinctive so tests can prove it never leaks into logs, XComs or the DB.
+FAKE_ACCESS_KEY_ID = "AKIASMPREFSLOCALTEST"
+FAKE_SECRET_ACCESS_KEY = "smprefs-FAKE-secret-9f3c2a71-do-not-leak"
+#: The checkout this harness belongs to.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def venv_bin(name: str) -> str:
+    """A console script of the Python environment this runs in (``airflow``, ``sm-prefs-emulator``)."""
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def default_dags_folders() -> list[Path]:
+    """The example DAGs and the test suite's DAGs of this checkout (the ones ``make airflow`` loads)."""
+    return [p for p in (REPO_ROOT / "dags_examples", REPO_ROOT / "tests" / "dags") if p.is_dir()]
+
+
+def _fernet_key() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+@dataclass
+class DeploymentConfig:
+    """The options of one deployment and what follows from them.
+
+    :param root: directory under which ``AIRFLOW_HOME`` is created (``root/airflow_home``).
+    :param dags_folders: folders loaded as DAG bundles (default, also when empty: examples and tests/dags).
+    :param scenario: the emulator's scenario (builtin name or file).
+    :param api_port: API server / UI port on 127.0.0.1 (default, also when 0: a free one).
+    :param parallelism: ``[core] parallelism``: task processes running at once (the LocalExecutor forks
+        that many workers). Deferred tasks hold no slot, so many more tasks can wait at the same time.
+    :param poll_interval: ``SM_PREFS_POLL_INTERVAL`` for DAGs that read it at parse time.
+    :param max_poll_interval: ``SM_PREFS_MAX_POLL_INTERVAL``.
+    :param schedules: let the scheduler create scheduled runs. Off by default: a scheduled example DAG
+        would submit SageMaker jobs nobody asked for and skew what tests count; trigger runs instead.
+    :param database: ``postgres`` (a private server on a loopback port, see :mod:`harness.postgres`),
+        ``sqlite`` (a file in AIRFLOW_HOME; fine for a few tasks, it stalls under dozens deferring at
+        once), or ``auto``: PostgreSQL when its binaries and drivers are installed, else SQLite.
+    :param extra_env: more environment for every Airflow process (e.g. ``AIRFLOW__...`` overrides).
+    :param startup_timeout: seconds to wait for the deployment to become healthy.
+    """
+
+    root: Path
+    dags_folders: list[Path] = field(default_factory=default_dags_folders)
+    scenario: str = "default"
+    api_port: int = 0
+    parallelism: int = 32
+    poll_interval: float = 1.0
+    max_poll_interval: float = 2.0
+    schedules: bool = False
+    database: str = "auto"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    startup_timeout: float = 240.0
+
+    def __post_init__(self) -> None:
+        if self.database not in DATABASES:
+            raise ValueError(f"database: {self.database!r} is not one of {', '.join(DATABASES)}")
+        self.root = Path(self.root).resolve()
+        self.dags_folders = [Path(p).resolve() for p in self.dags_folders or default_dags_folders()]
+        self.api_port = self.api_port or free_port()
+        self.extra_env = dict(self.extra_env)
+
+    @property
+    def home(self) -> Path:
+        """``AIRFLOW_HOME``."""
+        return self.root / "airflow_home"
+
+    @property
+    def log_dir(self) -> Path:
+        """Component logs (``<component>.log``) and Airflow's task logs."""
+        return self.home / "logs"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return self.api_url + "/"
+
+    def airflow_env(
+        self, *, emulator_url: str, region: str, database_env: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The environment every Airflow process of the deployment runs with (new secrets each call)."""
+        bundles = [
+            {
+                "name": f"bundle-{i}-{folder.name}",
+                "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                "kwargs": {"path": str(folder), "refresh_interval": 0},
+            }
+            for i, folder in enumerate(self.dags_folders)
+        ]
+        connection = {
+            "conn_type": "aws",
+            "login": FAKE_ACCESS_KEY_ID,
+            "password": FAKE_SECRET_ACCESS_KEY,
+            "extra": {"endpoint_url": emulator_url, "region_name": region},
+        }
+        # Credentials come from the connection only: no AWS_* variable or profile of the developer's may
+        # reach a process that talks to an endpoint, and the Airflow settings of the caller (e.g. the test
+        # session's own AIRFLOW_HOME) must not leak in either.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW", "AWS_", "SM_PREFS_")) and k not in ("PYTEST_CURRENT_TEST",)
+        }
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                **database_env,
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folders[0]),
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                # Deferred tasks hold no executor slot: 50+ tasks of one DAG may wait at once.
+                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "128",
+                "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "32",
+                "AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT": "256",
+                "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
+                # Dozens of task processes importing boto3 and the amazon provider at once on a 2-core
+                # machine take longer than the default 30 s to parse a DAG file.
+                "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
+                "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "240",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.api_port),
+                "AIRFLOW__API__BASE_URL": self.api_url,
+                "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(64),
+                "AIRFLOW__API__EXPOSE_CONFIG": "True",
+                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
+                "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+                # Pick up DAG files quickly; re-parse each file at most every 30 s (parsing costs CPU).
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "2",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+                "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+                # Scheduler and triggerer react within a second; a dead triggerer's triggers move to a
+                # live one after 10 s instead of 30 s.
+                "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": str(self.schedules),
+                "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
+                "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+                "AIRFLOW__SCHEDULER__MAX_TIS_PER_QUERY": "64",
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+                "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+                "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+                "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+                "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),
+                # DAG files that read their poll cadence at parse time (the examples, tests/dags).
+                "SM_PREFS_POLL_INTERVAL": str(self.poll_interval),
+                "SM_PREFS_MAX_POLL_INTERVAL": str(self.max_poll_interval),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def command(self, component: str) -> list[str]:
+        """The command line of one of :data:`COMPONENTS`."""
+        airflow = venv_bin("airflow")
+        if component == "api-server":
+            return [
+                airflow,
+                "api-server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.api_port),
+                "--workers",
+                "1",
+            ]
+        if component in ("scheduler", "triggerer"):
+            # No log-serving sidecar: it binds 0.0.0.0, and the API server reads the local log files anyway.
+            return [airflow, component, "--skip-serve-logs"]
+        if component == "dag-processor":
+            return [airflow, "dag-processor"]
+        raise KeyError(component)

@@ -1,0 +1,127 @@
+"""The metadata database of a deployment: PostgreSQL (a private server, :mod:`harness.postgres`) or a
+SQLite file, its settings for Airflow, ``airflow db migrate``, a dump of everything in it, and reading it
+through Airflow's own models in the deployment's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import postgres
+from harness.config import DATABASES, REPO_ROOT, free_port, venv_bin
+from harness.errors import DeploymentError
+
+#: Import path of this module: ``[database] sql_alchemy_connect_args`` names an object by it.
+_MODULE = "harness.database"
+#: sqlite3/aiosqlite connect arguments for every Airflow process (``[database] sql_alchemy_connect_args``
+#: names this object). SQLite lets one writer at a time; with 50 tasks deferring and resuming at once, the
+#: default 5 s busy timeout made the triggerer and the DAG processor die on "database is locked".
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 60}
+
+
+class MetadataDatabase:
+    """The database one deployment runs on.
+
+    :param choice: ``postgres``, ``sqlite`` or ``auto`` (PostgreSQL when its binaries and drivers are
+        installed, else SQLite); decided by :meth:`start`.
+    :param home: ``AIRFLOW_HOME`` (where the SQLite file lives).
+    :param log_dir: where the PostgreSQL server's log is copied when it stops.
+    """
+
+    def __init__(self, choice: str, home: Path, log_dir: Path) -> None:
+        if choice not in DATABASES:
+            raise ValueError(f"database: {choice!r} is not one of {', '.join(DATABASES)}")
+        self.choice = choice
+        self.home = home
+        self.log_dir = log_dir
+        #: The private PostgreSQL server, while one runs.
+        self.postgres: postgres.LocalPostgres | None = None
+
+    def start(self) -> None:
+        """Start PostgreSQL if chosen (or if ``auto`` and it can run); SQLite needs nothing started."""
+        if self.choice == "sqlite" or (self.choice == "auto" and postgres.missing()):
+            return
+        self.postgres = postgres.LocalPostgres(free_port(), log_copy=self.log_dir / "postgres.log").start()
+
+    def stop(self) -> None:
+        if self.postgres is not None:
+            self.postgres.stop()
+            self.postgres = None
+
+    @property
+    def backend(self) -> str:
+        """``postgres`` or ``sqlite``: what the deployment runs on (decided by :meth:`start`)."""
+        return "postgres" if self.postgres is not None else "sqlite"
+
+    def airflow_env(self) -> dict[str, str]:
+        """The ``AIRFLOW__DATABASE__*`` settings (and what they need) for every Airflow process."""
+        if self.postgres is not None:
+            return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.postgres.url}
+        return {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{_MODULE}.SQLITE_CONNECT_ARGS",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{_MODULE}.SQLITE_CONNECT_ARGS",
+            # Those settings name an object of this checkout's harness package, which is not installed.
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
+        }
+
+    def migrate(self, env: Mapping[str, str], timeout: float) -> None:
+        """``airflow db migrate`` with the deployment's environment; its output in ``db-migrate.log``."""
+        log = self.log_dir / "db-migrate.log"
+        with log.open("wb") as out:
+            result = subprocess.run(
+                [venv_bin("airflow"), "db", "migrate"],
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
+        if result.returncode != 0:
+            raise DeploymentError(f"airflow db migrate failed; see {log}")
+
+    def dump(self) -> bytes:
+        """Everything in the database as bytes (pg_dump, or the SQLite file and its WAL)."""
+        if self.postgres is not None:
+            return self.postgres.dump()
+        return b"".join(path.read_bytes() for path in sorted(self.home.glob("airflow.db*")))
+
+
+def run_python(env: Mapping[str, str], code: str, timeout: float = 120.0) -> str:
+    """Run ``code`` in a Python with a deployment's environment (its DB, keys); returns stdout."""
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise DeploymentError(f"python in the deployment failed: {result.stderr[-3000:]}")
+    return result.stdout
+
+
+def trigger_rows(env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every row of the ``trigger`` table with its kwargs decrypted (what the triggerer deserializes)."""
+    code = (
+        "import json\n"
+        "from sqlalchemy import select\n"
+        "from airflow.models.trigger import Trigger\n"
+        "from airflow.utils.session import create_session\n"
+        "with create_session() as s:\n"
+        "    rows = [{'id': t.id, 'classpath': t.classpath, 'kwargs': t.kwargs,"
+        " 'encrypted': t.encrypted_kwargs}"
+        " for t in s.scalars(select(Trigger))]\n"
+        "print('JSON:' + json.dumps(rows, default=str))\n"
+    )
+    out = run_python(env, code)
+    line = next(line for line in reversed(out.splitlines()) if line.startswith("JSON:"))
+    rows: list[dict[str, Any]] = json.loads(line[len("JSON:") :])
+    return rows

@@ -1,0 +1,327 @@
+"""A real, local Airflow deployment wired to the offline SageMaker: ``make airflow`` and the e2e tests.
+
+:class:`LocalAirflow` builds a throw-away ``AIRFLOW_HOME``, starts the offline SageMaker
+(``sm-prefs-emulator``) on a free loopback port, points the ``aws_default`` connection at it for every
+Airflow process, migrates a metadata database (a private PostgreSQL server when one can be started,
+see :mod:`harness.postgres`, else SQLite) and starts ``api-server``, ``scheduler`` (LocalExecutor),
+``dag-processor`` and ``triggerer`` as separate processes, each in its own session with its output in
+``AIRFLOW_HOME/logs/<component>.log``. The REST API v2 is open without a login
+(``simple_auth_manager_all_admins``), so this is for a developer's machine only; everything binds
+127.0.0.1.
+
+    python -m harness.deployment up --port 8080
+
+``LocalAirflow`` only composes the parts, each its own module: :mod:`harness.config` (options,
+environment, command lines), :mod:`harness.supervisor` (processes), :mod:`harness.emulator`,
+:mod:`harness.database`, :mod:`harness.rest` (REST API v2) and :mod:`harness.waits`. It answers their
+calls itself so the e2e tests read as scenarios (``airflow.trigger_dag(...)``, ``airflow.wait_for_run(...)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from airflow_provider_sm_prefs.testing import RemoteSageMaker
+from harness import database as metadata_db
+from harness import supervisor
+from harness.config import (
+    COMPONENTS,
+    FAKE_ACCESS_KEY_ID,
+    FAKE_SECRET_ACCESS_KEY,
+    DeploymentConfig,
+    default_dags_folders,
+    free_port,
+)
+from harness.database import MetadataDatabase
+from harness.emulator import EMULATOR, start_emulator
+from harness.errors import DeploymentError
+from harness.postgres import LocalPostgres
+from harness.rest import ACTIVE_TI_STATES, TERMINAL_RUN_STATES, TERMINAL_TI_STATES, AirflowRestClient
+from harness.supervisor import Supervisor
+from harness.waits import Waits
+
+__all__ = [
+    "ACTIVE_TI_STATES",
+    "COMPONENTS",
+    "EMULATOR",
+    "FAKE_ACCESS_KEY_ID",
+    "FAKE_SECRET_ACCESS_KEY",
+    "TERMINAL_RUN_STATES",
+    "TERMINAL_TI_STATES",
+    "DeploymentConfig",
+    "DeploymentError",
+    "LocalAirflow",
+    "default_dags_folders",
+    "free_port",
+    "local_airflow",
+    "main",
+]
+
+_SUMMARY = "A real, local Airflow deployment wired to the offline SageMaker."
+
+
+class LocalAirflow:
+    """A running Airflow 3 (LocalExecutor, PostgreSQL or SQLite) and the offline SageMaker; a context manager.
+
+    >>> with LocalAirflow(Path("/tmp/af"), scenario="first-choice-scarce") as af:  # doctest: +SKIP
+    ...     run_id = af.trigger_dag("sm_prefs_nightly_retrain")
+    ...     af.wait_for_run("sm_prefs_nightly_retrain", run_id)
+
+    The parameters are :class:`~harness.config.DeploymentConfig`'s. The parts, for a test that wants
+    them: ``config``, ``supervisor`` (processes), ``database``, ``rest`` (REST API v2), ``waits``, ``sm``
+    (the offline SageMaker's admin handle, once started).
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        dags_folders: Sequence[Path | str] | None = None,
+        scenario: str = "default",
+        api_port: int | None = None,
+        parallelism: int = 32,
+        poll_interval: float = 1.0,
+        max_poll_interval: float = 2.0,
+        schedules: bool = False,
+        database: str = "auto",
+        extra_env: Mapping[str, str] | None = None,
+        startup_timeout: float = 240.0,
+    ) -> None:
+        self.config = DeploymentConfig(
+            root=Path(root),
+            dags_folders=[Path(p) for p in dags_folders or ()],
+            scenario=scenario,
+            api_port=api_port or 0,
+            parallelism=parallelism,
+            poll_interval=poll_interval,
+            max_poll_interval=max_poll_interval,
+            schedules=schedules,
+            database=database,
+            extra_env=dict(extra_env or {}),
+            startup_timeout=startup_timeout,
+        )
+        self.home = self.config.home
+        self.log_dir = self.config.log_dir
+        self.supervisor = Supervisor(self.log_dir, cwd=self.home)
+        self.database = MetadataDatabase(database, self.home, self.log_dir)
+        self.rest = AirflowRestClient(self.config.api_url)
+        self.waits = Waits(self.rest, self.log_dir, self.supervisor.check_running)
+        self._sm: RemoteSageMaker | None = None
+        self._env: dict[str, str] | None = None
+
+        # What the e2e scenarios call, answered by the part that knows.
+        self.api = self.rest.api
+        self.health = self.rest.health
+        self.trigger_dag = self.rest.trigger_dag
+        self.active_runs = self.rest.active_runs
+        self.fail_active_runs = self.rest.fail_active_runs
+        self.dag_run = self.rest.dag_run
+        self.task_instances = self.rest.task_instances
+        self.task_instance = self.rest.task_instance
+        self.ti_states = self.rest.ti_states
+        self.set_task_state = self.rest.set_task_state
+        self.xcom = self.rest.xcom
+        self.xcom_entries = self.rest.xcom_entries
+        self.task_log = self.rest.task_log
+        self.all_task_logs = self.rest.all_task_logs
+        self.wait_healthy = self.waits.wait_healthy
+        self.wait_for_dags = self.waits.wait_for_dags
+        self.wait_for_run = self.waits.wait_for_run
+        self.wait_for_task = self.waits.wait_for_task
+        self.wait_for_tasks = self.waits.wait_for_tasks
+        self.trigger_started = self.waits.trigger_started
+        self.is_alive = self.supervisor.is_alive
+        self.process_log = self.supervisor.log
+        self.members = self.supervisor.members
+        self.kill_process = self.supervisor.kill
+        self.restart = self.supervisor.restart
+        self.task_pids = supervisor.task_pids
+        self.kill_task_process = supervisor.kill_task_process
+        self.database_dump = self.database.dump
+
+    # -- where things are ----------------------------------------------------------------------------------
+    @property
+    def api_url(self) -> str:
+        return self.config.api_url
+
+    @property
+    def ui_url(self) -> str:
+        return self.config.ui_url
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment every Airflow process of this deployment runs with."""
+        if self._env is None:
+            raise DeploymentError("the deployment is not started")
+        return self._env
+
+    @property
+    def sm(self) -> RemoteSageMaker:
+        """Admin handle of the offline SageMaker."""
+        if self._sm is None:
+            raise DeploymentError("the offline SageMaker is not started")
+        return self._sm
+
+    @property
+    def emulator_url(self) -> str | None:
+        return self._sm.endpoint_url if self._sm is not None else None
+
+    @property
+    def postgres(self) -> LocalPostgres | None:
+        """The private PostgreSQL server, when the deployment runs on one."""
+        return self.database.postgres
+
+    @property
+    def database_backend(self) -> str:
+        """``postgres`` or ``sqlite``: what this deployment runs on (decided by :meth:`start`)."""
+        return self.database.backend
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def __enter__(self) -> LocalAirflow:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> LocalAirflow:
+        """Emulator, database, then the four Airflow components; returns once the API reports them healthy."""
+        deadline = time.monotonic() + self.config.startup_timeout
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # Last line of defence when the caller forgets stop() or dies of an exception outside a with-block.
+        atexit.register(self.stop)
+        self._sm = start_emulator(self.supervisor, self.config.scenario, deadline)
+        self.database.start()
+        self._env = self.config.airflow_env(
+            emulator_url=self._sm.endpoint_url,
+            region=self._sm.region,
+            database_env=self.database.airflow_env(),
+        )
+        self.database.migrate(self._env, timeout=max(30.0, deadline - time.monotonic()))
+        for name in COMPONENTS:
+            self.supervisor.start(name, self.config.command(name), self._env)
+        self.waits.wait_healthy(deadline - time.monotonic())
+        return self
+
+    def stop(self) -> None:
+        """Stop every process this deployment started (whole sessions), politely then by force."""
+        self.supervisor.stop_all()
+        self.database.stop()
+        self.rest.close()
+
+    # -- metadata DB, read through Airflow's models --------------------------------------------------------
+    def run_python(self, code: str, timeout: float = 120.0) -> str:
+        """Run ``code`` in a Python with this deployment's environment (its DB, keys); returns stdout."""
+        return metadata_db.run_python(self.env, code, timeout)
+
+    def trigger_rows(self) -> list[dict[str, Any]]:
+        """Every row of the ``trigger`` table with its kwargs decrypted (what the triggerer deserializes)."""
+        return metadata_db.trigger_rows(self.env)
+
+
+@contextlib.contextmanager
+def local_airflow(root: Path | None = None, **kwargs: Any) -> Iterator[LocalAirflow]:
+    """:class:`LocalAirflow` in a temporary directory (removed afterwards unless ``root`` is given)."""
+    owned = root is None
+    base = Path(tempfile.mkdtemp(prefix="sm-prefs-airflow-")) if root is None else root
+    try:
+        with LocalAirflow(base, **kwargs) as deployment:
+            yield deployment
+    finally:
+        if owned:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``up``: start the deployment, print where the UI is, stay up until Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="python -m harness.deployment", description=_SUMMARY)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start Airflow + the offline SageMaker and stay in the foreground")
+    up.add_argument(
+        "--dags-folder",
+        action="append",
+        type=Path,
+        help="DAG folder (repeatable; default: examples + tests/dags)",
+    )
+    up.add_argument("--port", type=int, default=8080, help="API server / UI port on 127.0.0.1 (default 8080)")
+    up.add_argument("--scenario", default="local-airflow", help="emulator scenario, builtin name or file")
+    up.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="directory for AIRFLOW_HOME (default: a temporary one, removed on exit)",
+    )
+    up.add_argument(
+        "--poll-interval", type=float, default=5.0, help="SM_PREFS_POLL_INTERVAL for the example DAGs"
+    )
+    up.add_argument(
+        "--database",
+        choices=("auto", "postgres", "sqlite"),
+        default="auto",
+        help="metadata DB (default: PostgreSQL if installed with its drivers, else SQLite)",
+    )
+    up.add_argument(
+        "--schedules", action="store_true", help="let scheduled DAGs run (default: trigger runs yourself)"
+    )
+    args = parser.parse_args(argv)
+
+    stop = False
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    # Also when started in the background by a shell, which leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, _on_signal)
+    started = time.monotonic()
+    try:
+        with local_airflow(
+            args.root,
+            dags_folders=args.dags_folder,
+            api_port=args.port,
+            scenario=args.scenario,
+            poll_interval=args.poll_interval,
+            max_poll_interval=max(args.poll_interval, 30.0),
+            schedules=args.schedules,
+            database=args.database,
+        ) as af:
+            print(f"Airflow UI:         {af.ui_url}  (no login: all users are admin)")
+            print(f"REST API:           {af.api_url}/api/v2")
+            print(f"offline SageMaker:  {af.emulator_url}  (admin: {af.emulator_url}/_emulator/jobs)")
+            print(f"AIRFLOW_HOME:       {af.home}  (component logs in {af.log_dir})")
+            print(f"metadata database:  {af.database_backend}")
+            print(f"ready in {time.monotonic() - started:.0f}s; Ctrl-C stops everything", flush=True)
+            while not stop:
+                for name in (*COMPONENTS, EMULATOR):
+                    if not af.is_alive(name):
+                        print(f"{name} exited; see {af.process_log(name)}", file=sys.stderr)
+                        return 1
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    except DeploymentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

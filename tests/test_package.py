@@ -1,0 +1,156 @@
+"""The package as shipped: no import cycles, modules of a readable size, and a wheel that installs and
+imports with only its runtime dependencies (the emulator with the ``testing`` extra)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "airflow_provider_sm_prefs"
+NAME = PACKAGE.name
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Package modules ``path`` imports, at top level or inside functions (lazy imports count too)."""
+    found: set[str] = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            # ``from pkg import submodule`` imports the submodule.
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+    return {m for m in found if m in MODULES and m != module_name(path)}
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (each group once)."""
+    reach = {node: reachable(graph, node) for node in graph}
+    groups = {
+        tuple(sorted({node} | {other for other in reach[node] if node in reach[other]}))
+        for node in graph
+        if node in reach[node]
+    }
+    return sorted(list(group) for group in groups)
+
+
+def test_no_module_of_the_package_takes_part_in_an_import_cycle() -> None:
+    graph = {name: imported_modules(path) for name, path in MODULES.items()}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_modules_stay_readable_or_say_why_not(name: str) -> None:
+    path = MODULES[name]
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if lines <= MAX_LINES:
+        return
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert f"over {MAX_LINES} lines" in docstring, (
+        f"{name} has {lines} lines and its docstring does not say why"
+    )
+
+
+# -- the wheel -----------------------------------------------------------------------------------------
+
+
+def _uv() -> list[str]:
+    found = shutil.which("uv", path=os.path.dirname(sys.executable)) or shutil.which("uv")
+    return [found] if found else [sys.executable, "-m", "uv"]
+
+
+def _run(*command: str | Path, cwd: Path = ROOT, timeout: float = 900) -> str:
+    result = subprocess.run(
+        [str(c) for c in command], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert result.returncode == 0, f"{command}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _run(*_uv(), "build", "--out-dir", out, "--quiet", ROOT)
+    return out
+
+
+def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) -> None:
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    output = _run(sys.executable, "-m", "twine", "check", "--strict", wheel, sdist)
+    assert output.count("PASSED") == 2, output
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert f"{NAME}/CHANGELOG.md" in names
+    # Only what an installed user can run: no development harness, tests or example DAGs.
+    assert all(n.startswith((f"{NAME}/", f"{NAME}-")) for n in names), names
+    assert not [n for n in names if n.endswith(("deployment.py", "postgres.py", "demo.py"))], names
+
+
+@pytest.mark.parametrize("extra", ["", "testing"])
+def test_the_wheel_installs_with_only_its_dependencies_and_imports_every_module(
+    dist: Path, tmp_path: Path, extra: str
+) -> None:
+    (wheel,) = dist.glob("*.whl")
+    venv = tmp_path / "venv"
+    _run(*_uv(), "venv", "--quiet", "--python", sys.executable, venv)
+    python = venv / "bin" / "python"
+    requirement = f"{wheel}[{extra}]" if extra else str(wheel)
+    _run(*_uv(), "pip", "install", "--quiet", "--python", python, requirement)
+    shipped = [m for m in MODULES if extra or not m.startswith(f"{NAME}.testing")]
+    if not extra:
+        shipped.append(f"{NAME}.testing")  # the lazy package itself imports without the extra
+    code = (
+        "import importlib, importlib.util\n"
+        f"for name in {shipped!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print('moto', importlib.util.find_spec('moto') is not None)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHON"))}
+    env["AIRFLOW_HOME"] = str(tmp_path / "airflow_home")
+    result = subprocess.run(
+        [python, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The emulator's dependencies come only with the extra.
+    assert f"moto {bool(extra)}" in result.stdout
