@@ -6,10 +6,4 @@ set -euo pipefail
 if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    SUDO="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver
+exec "$(dirname "$0")/apt-install.sh" chromium chromium-driver

@@ -7,10 +7,4 @@ set -euo pipefail
 if command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    SUDO="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends postgresql
+exec "$(dirname "$0")/apt-install.sh" postgresql
