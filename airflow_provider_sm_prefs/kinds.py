@@ -46,6 +46,7 @@ class JobKindSpec:
     :param name_field: the job name's field (``TrainingJobName``), in requests, responses and summaries.
     :param arn_field: the job ARN's field in Create and Describe responses.
     :param status_field: the status field in Describe responses and List summaries.
+    :param end_time_field: when the job ended, in Describe responses.
     :param cluster_path: where the instance settings live (``ResourceConfig`` or
         ``ProcessingResources.ClusterConfig``).
     :param create: boto3 method of Create*; ``describe``, ``stop``, ``list`` likewise.
@@ -61,6 +62,7 @@ class JobKindSpec:
     name_field: str
     arn_field: str
     status_field: str
+    end_time_field: str
     cluster_path: tuple[str, ...]
     create: str
     describe: str
@@ -91,6 +93,7 @@ SPECS: dict[JobKind, JobKindSpec] = {
         name_field="TrainingJobName",
         arn_field="TrainingJobArn",
         status_field="TrainingJobStatus",
+        end_time_field="TrainingEndTime",
         cluster_path=("ResourceConfig",),
         create="create_training_job",
         describe="describe_training_job",
@@ -107,6 +110,7 @@ SPECS: dict[JobKind, JobKindSpec] = {
         name_field="ProcessingJobName",
         arn_field="ProcessingJobArn",
         status_field="ProcessingJobStatus",
+        end_time_field="ProcessingEndTime",
         cluster_path=("ProcessingResources", "ClusterConfig"),
         create="create_processing_job",
         describe="describe_processing_job",

@@ -66,6 +66,9 @@ class CapacityOutcome:
     training_seconds: int | None = None
     billable_seconds: int | None = None
     failure_reason: str | None = None
+    #: CreationTime and the end time SageMaker reports (ISO 8601), when known.
+    created_at: str | None = None
+    ended_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,7 +197,14 @@ def outcome_from_describe(
         training_seconds=describe.get("TrainingTimeInSeconds"),
         billable_seconds=describe.get("BillableTimeInSeconds"),
         failure_reason=describe.get("FailureReason"),
+        created_at=_iso(describe.get("CreationTime")),
+        ended_at=_iso(describe.get(spec.end_time_field)),
     )
+
+
+def _iso(value: Any) -> str | None:
+    moment = as_datetime(value)
+    return moment.isoformat() if moment else None
 
 
 def terminal_error(

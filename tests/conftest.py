@@ -108,3 +108,29 @@ def run_test_dag(airflow_db: None, tmp_path: Path) -> Callable[..., RunResult]:
         return states, (json.loads(out.read_text()) if out.exists() else None)
 
     return run
+
+
+@pytest.fixture
+def capacity_record(airflow_db: None) -> Callable[..., dict[str, Any] | None]:
+    """``capacity_record(dag_id)``: the capacity record the job task of the DAG's latest run left in XCom."""
+
+    def read(dag_id: str, task_id: str = "job") -> dict[str, Any] | None:
+        from airflow.models.dagrun import DagRun
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        from airflow_provider_sm_prefs.record import RECORD_KEY
+
+        with create_session() as session:
+            run_id = session.scalar(
+                select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1)
+            )
+            if run_id is None:
+                return None
+            row = session.scalars(
+                XComModel.get_many(run_id=run_id, key=RECORD_KEY, dag_ids=dag_id, task_ids=task_id)
+            ).first()
+            return None if row is None else XComModel.deserialize_value(row)
+
+    return read

@@ -31,7 +31,7 @@ def test_every_operation_and_field_is_the_service_models(kind: JobKind, model: o
     assert spec.name_field in create_in and spec.cluster_path[0] in create_in
     assert spec.arn_field in _members(model, _op(spec.create), "output")
     describe_out = _members(model, _op(spec.describe), "output")
-    assert {spec.name_field, spec.arn_field, spec.status_field} <= describe_out
+    assert {spec.name_field, spec.arn_field, spec.status_field, spec.end_time_field} <= describe_out
     assert ("SecondaryStatus" in describe_out) is spec.secondary_status
     assert spec.name_field in _members(model, _op(spec.stop), "input")
     list_out = _members(model, _op(spec.list), "output")

@@ -38,6 +38,7 @@ from airflow_provider_sm_prefs.preferences import (
     check_request,
     to_seconds,
 )
+from airflow_provider_sm_prefs.recording import CapacityRecording
 from airflow_provider_sm_prefs.status import JobStatus, WaitFor, is_done, job_status, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
@@ -73,7 +74,7 @@ async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
     raise RuntimeError("the capacity trigger ended without an event")
 
 
-class SageMakerPreferenceBaseOperator(BaseOperator):
+class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -155,6 +156,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.verify = verify
         self.botocore_config = botocore_config
         self._job_name: str | None = None
+        self._record_preferences: list[dict[str, Any]] = []
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
         if not any(has_template(v) for v in (config, self.instance_preferences, max_pending)):
             check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
@@ -186,12 +188,20 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return request, prefs, (float(deadline) if deadline else None)
 
     # -- execution -------------------------------------------------------------------------------------
+    def _job_kind_value(self) -> str:
+        return self.job_kind.value
+
     def execute(self, context: Context) -> dict[str, Any] | None:
+        with self.recording_failures(context):
+            return self._submit_and_wait(context)
+
+    def _submit_and_wait(self, context: Context) -> dict[str, Any] | None:
         try:
             request, prefs, deadline = self.prepare()
         except errors.InvalidInstancePreferencesError as err:
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
+        self._record_preferences = prefs.as_list()
         kind = self.job_kind
         base_name = self._base_name(context, request)
         self.log.info(
@@ -204,7 +214,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
             self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
-            return self._push_outcome(context, existing)
+            return self.push_outcome(context, existing)
         job_name, describe = existing
         self._job_name = job_name
         request[self._name_field] = job_name
@@ -383,15 +393,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         deadline: float | None = None,
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked."""
-        received = CapacityEvent.from_payload(event, self._job_name or "?")
-        outcome = received.outcome_or_raise()
-        self._job_name = outcome.job_name
-        self.log.info("Capacity acquired: %s", outcome.summary())
-        result = self._push_outcome(context, outcome)
-        if self.wait_for_completion and not received.job_ended:
-            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
-            return self._wait(context, WaitFor.COMPLETION, prefs, None)
-        return result
+        self._record_preferences = list(preferences or [])
+        with self.recording_failures(context):
+            received = CapacityEvent.from_payload(event, self._job_name or "?")
+            outcome = received.outcome_or_raise()
+            self._job_name = outcome.job_name
+            self.log.info("Capacity acquired: %s", outcome.summary())
+            result = self.push_outcome(context, outcome)
+            if self.wait_for_completion and not received.job_ended:
+                prefs = InstancePreferenceList.from_response(
+                    preferences or outcome.preferences, self.job_kind
+                )
+                return self._wait(context, WaitFor.COMPLETION, prefs, None)
+            return result
 
     def execute_job_complete(
         self,
@@ -401,15 +415,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         deadline: float | None = None,
     ) -> dict[str, Any]:
         """Resume after the job ended."""
-        outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
-        self.log.info("Job finished: %s", outcome.summary())
-        return self._push_outcome(context, outcome)
-
-    def _push_outcome(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
-        ti = context["ti"]
-        for key, value in outcome.xcom_values().items():
-            ti.xcom_push(key=key, value=value)
-        return outcome.as_dict()
+        self._record_preferences = list(preferences or [])
+        with self.recording_failures(context):
+            outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
+            self.log.info("Job finished: %s", outcome.summary())
+            return self.push_outcome(context, outcome)
 
     def on_kill(self) -> None:
         """Non-deferrable mode: the worker was told to stop; stop the SageMaker job with it."""

@@ -16,11 +16,12 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPref
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, capacity_deadline_error
 from airflow_provider_sm_prefs.preferences import to_seconds
+from airflow_provider_sm_prefs.recording import CapacityRecording
 from airflow_provider_sm_prefs.status import WaitFor, client_deadline_passed, is_done, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
-class SageMakerCapacitySensor(BaseSensorOperator):
+class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
     """Wait for a SageMaker job submitted outside this DAG to get capacity (or to end).
 
     Pushes the same XCom keys as the operators and fails on the same distinct errors (capacity
@@ -65,6 +66,8 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         self.stop_job_on_deadline = stop_job_on_deadline
         self.deferrable = deferrable
         self._last_describe: dict[str, Any] | None = None
+        self._job_name: str | None = None
+        self._record_preferences: list[dict[str, Any]] = []
         self.poll_interval = poll_interval
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -79,7 +82,15 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     def kind(self) -> JobKind:
         return _job_kind(self.job_type)
 
+    def _job_kind_value(self) -> str:
+        return str(self.job_type)
+
     def execute(self, context: Context) -> Any:
+        self._job_name = self.job_name
+        with self.recording_failures(context):
+            return self._watch(context)
+
+    def _watch(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         result = self.poke(context)
@@ -130,14 +141,14 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         return False
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
-        return self._push(context, outcome)
+        self._job_name = self.job_name
+        with self.recording_failures(context):
+            outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
+            return self._push(context, outcome)
 
     def _push(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
-        for key, value in outcome.xcom_values().items():
-            context["ti"].xcom_push(key=key, value=value)
         self.log.info("Capacity outcome: %s", outcome.summary())
-        return outcome.as_dict()
+        return self.push_outcome(context, outcome)
 
 
 def _job_kind(value: Any) -> JobKind:
