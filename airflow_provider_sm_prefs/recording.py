@@ -1,6 +1,7 @@
 """How the operators and the sensor leave their :class:`~airflow_provider_sm_prefs.record.CapacityRecord`.
 
-One mixin for both: :meth:`CapacityRecording.push_outcome` pushes the outcome's XCom keys and the record;
+One mixin for both: :meth:`CapacityRecording.push_outcome` pushes the outcome's XCom keys and the record
+(and sends the capacity metrics, :mod:`.metrics`);
 :meth:`CapacityRecording.recording_failures` wraps a task's entry points so a try that fails leaves a
 record saying why before the exception goes on to Airflow.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import TaskDeferred
 
+from airflow_provider_sm_prefs import metrics
 from airflow_provider_sm_prefs.exceptions import SageMakerPreferencesError
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
@@ -39,13 +41,21 @@ class CapacityRecording:
             return None
         return str(region) if region else None
 
-    def push_outcome(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
-        """Push the outcome's XCom keys and this try's record; returns ``return_value``."""
+    def push_outcome(
+        self, context: Context, outcome: CapacityOutcome, selection: bool = True
+    ) -> dict[str, Any]:
+        """Push the outcome's XCom keys and this try's record; returns ``return_value``.
+
+        :param selection: this push reports the selection (sends the capacity metrics); False for the
+            push when the job ends after an earlier push reported it, or for a job an earlier try ran.
+        """
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
             ti.xcom_push(key=key, value=value)
         record = CapacityRecord.from_outcome(TaskInstanceRef.of(ti), outcome, self._region())
         ti.xcom_push(key=RECORD_KEY, value=record.as_dict())
+        if selection:
+            metrics.emit(record)
         return outcome.as_dict()
 
     @contextlib.contextmanager
@@ -67,6 +77,7 @@ class CapacityRecording:
                     self._region(),
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
+                metrics.emit(record)
             except Exception:
                 self.log.warning("Could not record the failure of this try", exc_info=True)
             raise

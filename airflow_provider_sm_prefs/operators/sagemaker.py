@@ -214,7 +214,7 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
             self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
-            return self.push_outcome(context, existing)
+            return self.push_outcome(context, existing, selection=False)
         job_name, describe = existing
         self._job_name = job_name
         request[self._name_field] = job_name
@@ -419,7 +419,7 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         with self.recording_failures(context):
             outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
             self.log.info("Job finished: %s", outcome.summary())
-            return self.push_outcome(context, outcome)
+            return self.push_outcome(context, outcome, selection=False)
 
     def on_kill(self) -> None:
         """Non-deferrable mode: the worker was told to stop; stop the SageMaker job with it."""

@@ -1,0 +1,77 @@
+"""Capacity metrics go out through Airflow's own metrics layer: a real StatsD client, a real UDP socket."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+EMIT = r"""
+from airflow.sdk.observability import stats
+from airflow.sdk.observability.metrics import stats_utils
+
+from airflow_provider_sm_prefs import metrics
+from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError, QuotaExceededError
+from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.record import CapacityRecord, TaskInstanceRef
+
+# What the task runner does at start-up with the [metrics] configuration.
+stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+ti = TaskInstanceRef("nightly", "train", "manual__1")
+outcome = CapacityOutcome(
+    job_name="j", job_kind="training", job_arn=None, selected_instance_type="ml.g5.48xlarge",
+    selected_instance_count=4, preference_rank=2, fell_back=True, pending_seconds=754.0,
+    capacity="on-demand", accelerators=None, job_status="InProgress",
+)
+metrics.emit(CapacityRecord.from_outcome(ti, outcome, "us-east-1"))
+metrics.emit(CapacityRecord.from_error(ti, CapacityTimeoutError("j", "Stopped", "late"), "training", "j", [], None))
+metrics.emit(CapacityRecord.from_error(ti, QuotaExceededError("j", "no quota"), "training", "j", [], None))
+"""
+
+
+@pytest.fixture
+def statsd_socket() -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(5)
+    yield sock
+    sock.close()
+
+
+def test_selections_fallbacks_waits_and_failures_reach_statsd_with_their_tags(
+    statsd_socket: socket.socket,
+) -> None:
+    env = {
+        **os.environ,
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd_socket.getsockname()[1]),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", EMIT], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = []
+    with pytest.raises(TimeoutError):
+        while True:
+            lines.extend(statsd_socket.recv(65535).decode().splitlines())
+    ours = [line for line in lines if line.startswith("airflow.sm_prefs.")]  # Airflow sends its own too
+    by_name = {line.split(",")[0].split(":")[0]: line for line in ours}
+    assert set(by_name) == {
+        "airflow.sm_prefs.capacity.time_to_capacity",
+        "airflow.sm_prefs.capacity.selected",
+        "airflow.sm_prefs.capacity.fallback",
+        "airflow.sm_prefs.capacity.timeout",
+        "airflow.sm_prefs.capacity.quota_rejected",
+    }, lines
+    timer = by_name["airflow.sm_prefs.capacity.time_to_capacity"]
+    assert float(timer.rsplit(":", 1)[1].removesuffix("|ms")) == 754000.0, timer
+    assert "instance_type=ml.g5.48xlarge" in timer and "rank=2" in timer and "dag_id=nightly" in timer
+    assert by_name["airflow.sm_prefs.capacity.fallback"].endswith(":1|c")
+    assert "task_id=train" in by_name["airflow.sm_prefs.capacity.timeout"]
