@@ -68,7 +68,8 @@ def airflow(
 ) -> Iterator[LocalAirflow]:
     """A running Airflow + offline SageMaker shared by the module's tests; always torn down.
 
-    A test module may set ``E2E_SCENARIO`` (the emulator's scenario) and ``E2E_DAGS`` (the DAGs to wait for).
+    A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for)
+    and ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``).
     """
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
@@ -81,6 +82,7 @@ def airflow(
         max_poll_interval=2.0,
         parallelism=24,
         database=os.environ.get("SM_PREFS_E2E_DB", "postgres"),
+        extra_env=getattr(request.module, "E2E_ENV", None),
     )
     try:
         deployment.start()
