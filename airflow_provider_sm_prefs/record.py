@@ -174,10 +174,54 @@ class CapacityRecord:
         if not isinstance(data, Mapping) or data.get("version") != RECORD_VERSION:
             return None
         names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        if not all(_has_type(name, value) for name, value in values.items()):
+            return None
         try:
-            return cls(**{k: v for k, v in data.items() if k in names})
+            return cls(**values)
         except TypeError:
             return None
+
+
+_STR = (str,)
+_OPT_STR = (str, type(None))
+_OPT_NUMBER = (int, float, type(None))
+#: What each field read back may hold (a field not named here is taken as it is).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "dag_id": _STR,
+    "task_id": _STR,
+    "run_id": _STR,
+    "map_index": (int,),
+    "try_number": (int,),
+    "job_kind": _STR,
+    "job_name": _OPT_STR,
+    "job_arn": _OPT_STR,
+    "region": _OPT_STR,
+    "preferences": (list,),
+    "selected_instance_type": _OPT_STR,
+    "selected_instance_count": (int, type(None)),
+    "preference_rank": (int, type(None)),
+    "fell_back": (bool, type(None)),
+    "capacity": _OPT_STR,
+    "pending_seconds": _OPT_NUMBER,
+    "training_seconds": _OPT_NUMBER,
+    "billable_seconds": _OPT_NUMBER,
+    "job_status": _OPT_STR,
+    "failure_kind": _OPT_STR,
+    "reason": _OPT_STR,
+    "created_at": _OPT_STR,
+    "ended_at": _OPT_STR,
+    "recorded_at": _STR,
+}
+
+
+def _has_type(name: str, value: Any) -> bool:
+    allowed = _FIELD_TYPES.get(name)
+    if allowed is None:
+        return True
+    if isinstance(value, bool) and bool not in allowed:  # True is an int to isinstance, not to a reader
+        return False
+    return isinstance(value, allowed)
 
 
 def _now(now: datetime | None) -> str:

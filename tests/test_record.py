@@ -93,3 +93,21 @@ def test_every_failure_leaves_a_record_of_its_kind(error: BaseException, kind: F
 )
 def test_other_versions_and_junk_read_back_as_none(junk: Any) -> None:
     assert CapacityRecord.from_dict(junk) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("dag_id", ["a"]),
+        ("preference_rank", "2"),
+        ("preference_rank", True),
+        ("pending_seconds", "754"),
+        ("fell_back", 1),
+        ("preferences", "ml.g5.48xlarge"),
+        ("recorded_at", None),
+    ],
+)
+def test_a_record_with_a_field_of_the_wrong_type_reads_back_as_none(field: str, value: Any) -> None:
+    data = CapacityRecord.from_outcome(TI, outcome(), "eu-west-1", now=NOW).as_dict()
+    assert CapacityRecord.from_dict(data) is not None
+    assert CapacityRecord.from_dict({**data, field: value}) is None

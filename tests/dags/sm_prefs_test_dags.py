@@ -114,3 +114,7 @@ with DAG(
         )
         >> consume()
     )
+
+# The capacity page's tests read back only the records of these two.
+t_page_train = _dag("t_page_train", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
+t_page_process = _dag("t_page_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)

@@ -1,0 +1,65 @@
+"""The capacity page: an Airflow 3 plugin that shows every capacity decision across DAG runs.
+
+Registered through the ``airflow.plugins`` entry point, so it is listed by ``airflow plugins`` and the
+api-server mounts its FastAPI app (:mod:`.api`) under ``/sm-prefs``. It adds a "SageMaker capacity"
+item to the Browse menu and a "Capacity" tab on each DAG and task, both showing the page filtered to
+that DAG or task. The app is imported on its first request, not when Airflow loads plugins, so
+schedulers and task processes that load plugins for other reasons do not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow.plugins_manager import AirflowPlugin
+
+__all__ = ["URL_PREFIX", "SageMakerCapacityPlugin", "capacity_page_path"]
+
+#: Where the api-server mounts the app (kept equal to ``api.URL_PREFIX``; a test checks it).
+URL_PREFIX = "/sm-prefs"
+
+
+def capacity_page_path() -> str:
+    """The page's path, under the Airflow UI's base path if ``[api] base_url`` has one."""
+    from airflow.configuration import conf
+
+    base = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return f"{base}{URL_PREFIX}/"
+
+
+class _App:
+    """An ASGI app that imports :data:`.api.app` on its first request."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from airflow_provider_sm_prefs.plugin.api import app
+
+        await app(scope, receive, send)
+
+
+class SageMakerCapacityPlugin(AirflowPlugin):
+    """The capacity page, its JSON API, and the links to it from the Airflow UI."""
+
+    name = "sm_prefs_capacity"
+    fastapi_apps = [{"app": _App(), "url_prefix": URL_PREFIX, "name": "SageMaker capacity"}]
+    external_views = [
+        {
+            "name": "SageMaker capacity",
+            "href": capacity_page_path(),
+            "url_route": "sm-prefs-capacity",
+            "category": "browse",
+            "destination": "nav",
+        },
+        {
+            "name": "Capacity",
+            "href": capacity_page_path() + "?dag_id={DAG_ID}",
+            "url_route": "sm-prefs-capacity-dag",
+            "destination": "dag",
+        },
+        {
+            "name": "Capacity",
+            "href": capacity_page_path() + "?dag_id={DAG_ID}&task_id={TASK_ID}",
+            "url_route": "sm-prefs-capacity-task",
+            "destination": "task",
+        },
+    ]

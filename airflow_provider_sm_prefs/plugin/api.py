@@ -1,0 +1,179 @@
+"""The capacity page's FastAPI app, mounted by Airflow's api-server under :data:`URL_PREFIX`.
+
+Every route authenticates with Airflow's own dependency (``get_user``: the UI's session cookie or a
+``Bearer`` token from ``/auth/token``) and reads only the DAGs the auth manager lets the user read
+(``get_authorized_dag_ids``, as the core API's DAG filters do). Without a valid login the JSON routes
+answer 401/403 and the page redirects to Airflow's login.
+
+Routes (under the prefix):
+
+- ``GET /`` — the page (HTML; its script and the bundled Chart.js under ``/static``).
+- ``GET /api/filters`` — the readable DAGs that have records, with their tasks.
+- ``GET /api/capacity`` — everything the page draws; query ``since``, ``until`` (ISO 8601; default the
+  last 30 days), ``dag_id``, ``task_id``, ``page`` (from 1), ``page_size`` (1–200). Bad values get a
+  400 that names the parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
+from airflow.configuration import conf
+from airflow.models.dag import DagModel
+from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from sqlalchemy import select
+
+from airflow_provider_sm_prefs.plugin import query
+from airflow_provider_sm_prefs.plugin.stats import Filters, summarize
+
+__all__ = ["URL_PREFIX", "app", "parse_filters"]
+
+#: Where Airflow mounts the app.
+URL_PREFIX = "/sm-prefs"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+DEFAULT_RANGE = timedelta(days=30)
+MAX_RANGE = timedelta(days=731)
+MAX_PAGE_SIZE = 200
+_TASK_ID = re.compile(r"^[\w.-]{1,250}$")
+
+
+def _readable_dag_ids(user: GetUserDep) -> set[str]:
+    """The DAGs the auth manager lets ``user`` read (the core API's ``ReadableDagsFilterDep`` does the same)."""
+    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+
+ReadableDagIds = Annotated[set[str], Depends(_readable_dag_ids)]
+
+app = FastAPI(
+    title="SageMaker capacity",
+    description="Capacity decisions of SageMaker jobs with instance preferences, across DAG runs.",
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
+
+
+def _bad(parameter: str, message: str) -> HTTPException:
+    return HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"{parameter}: {message}")
+
+
+def _parse_time(parameter: str, raw: str | None) -> datetime | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
+    except ValueError:
+        raise _bad(
+            parameter, f"{raw!r} is not an ISO 8601 date or time; use e.g. 2026-11-01 or 2026-11-01T02:00:00Z"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _parse_int(parameter: str, raw: str | None, default: int, low: int, high: int | None) -> int:
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _bad(parameter, f"{raw!r} is not a whole number") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"{low} or more"
+        raise _bad(parameter, f"{value} is out of range; use a number {bounds}")
+    return value
+
+
+def parse_filters(params: dict[str, str], now: datetime | None = None) -> Filters:
+    """The page's filters from query parameters; raises a 400 naming the parameter for bad input."""
+    unknown = sorted(set(params) - {"since", "until", "dag_id", "task_id", "page", "page_size"})
+    if unknown:
+        raise _bad(unknown[0], "unknown parameter; use since, until, dag_id, task_id, page or page_size")
+    until = _parse_time("until", params.get("until")) or (now or datetime.now(UTC))
+    since = _parse_time("since", params.get("since")) or until - DEFAULT_RANGE
+    if since >= until:
+        raise _bad("since", f"{since.isoformat()} is not before until ({until.isoformat()})")
+    if until - since > MAX_RANGE:
+        raise _bad("since", f"the range is longer than {MAX_RANGE.days} days; choose a shorter one")
+    task_id = params.get("task_id") or None
+    if task_id is not None and not _TASK_ID.match(task_id):
+        raise _bad("task_id", f"{task_id!r} is not a task id (letters, digits, _, - and . only)")
+    return Filters(
+        since=since,
+        until=until,
+        dag_id=params.get("dag_id") or None,
+        task_id=task_id,
+        page=_parse_int("page", params.get("page"), 1, 1, None),
+        page_size=_parse_int("page_size", params.get("page_size"), 25, 1, MAX_PAGE_SIZE),
+    )
+
+
+def _dag_scope(session: SessionDep, readable: set[str], dag_id: str | None) -> set[str]:
+    if dag_id is None:
+        return readable
+    if dag_id in readable:
+        return {dag_id}
+    if session.scalar(select(DagModel.dag_id).where(DagModel.dag_id == dag_id)) is None:
+        raise _bad("dag_id", f"unknown DAG {dag_id!r}; choose one of the DAGs /api/filters lists")
+    raise HTTPException(status.HTTP_403_FORBIDDEN, detail=f"dag_id: you may not read DAG {dag_id!r}")
+
+
+def _ui_root() -> str:
+    """The Airflow UI's base path ("" when it is served at the host's root)."""
+    return urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+
+
+@app.get("/api/capacity")
+def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
+    """Everything the page draws, for the query's range and DAG/task."""
+    filters = parse_filters(dict(request.query_params))
+    dag_ids = _dag_scope(session, readable, filters.dag_id)
+    entries, skipped = query.load_entries(session, dag_ids, filters)
+    result = summarize(entries, filters, skipped=skipped)
+    query.with_links(session, result["jobs"]["rows"], _ui_root())
+    return result
+
+
+@app.get("/api/filters")
+def filters(session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
+    """The DAGs the user may read that have capacity records, with the tasks that left them."""
+    dags = query.dags_with_records(session, readable)
+    return {"dags": [{"dag_id": dag_id, "tasks": tasks} for dag_id, tasks in dags.items()]}
+
+
+async def _optional_user(
+    request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+) -> Any:
+    try:
+        return await get_user(request, None, bearer)
+    except HTTPException:
+        return None
+
+
+@app.get("/", response_class=HTMLResponse, response_model=None)
+def page(request: Request, user: Annotated[Any, Depends(_optional_user)]) -> Response:
+    """The capacity page; a visitor who is not logged in is sent to Airflow's login first."""
+    if user is None:
+        here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        login = get_auth_manager().get_url_login(next_url=here)
+        return RedirectResponse(login, status_code=status.HTTP_307_TEMPORARY_REDIRECT)
+    root = request.scope.get("root_path", "").rstrip("/")
+    html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    html = html.replace("{{BASE}}", f"{root}/")
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+@app.get("/static/{name:path}", dependencies=[Depends(get_user)])
+def static(name: str) -> FileResponse:
+    """The page's script, style and the bundled charting library (for logged-in users only)."""
+    path = (STATIC_DIR / name).resolve()
+    if not path.is_file() or STATIC_DIR not in path.parents or path.name == "index.html":
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no static file {name!r}")
+    return FileResponse(path, headers={"Cache-Control": "private, max-age=3600"})

@@ -1,0 +1,136 @@
+"""Reading capacity records back from Airflow's metadata database, for the DAGs a user may read.
+
+One query reads the records (XCom rows under :data:`~airflow_provider_sm_prefs.record.RECORD_KEY`)
+of the permitted DAGs whose DAG run falls in the range, joined to the run for its ``run_after``; a
+second one, for the page of jobs shown only, reads each job's link. Rows that are not a readable record
+(an older version of the record, anything hand-pushed under the key) are counted, never raised.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from airflow.models.dagrun import DagRun
+from airflow.models.xcom import XComModel
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, job_urls
+from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
+from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord
+
+__all__ = ["dags_with_records", "load_entries", "task_instance_url", "with_links"]
+
+
+def load_entries(session: Session, dag_ids: Collection[str], filters: Filters) -> tuple[list[Entry], int]:
+    """The records of ``dag_ids`` (already limited to what the user may read) in range; and how many were skipped."""
+    if not dag_ids:
+        return [], 0
+    stmt = (
+        select(XComModel.value, DagRun.run_after)
+        .join(DagRun, DagRun.id == XComModel.dag_run_id)
+        .where(
+            XComModel.key == RECORD_KEY,
+            XComModel.dag_id.in_(sorted(dag_ids)),
+            DagRun.run_after >= filters.since,
+            DagRun.run_after < filters.until,
+        )
+    )
+    if filters.task_id:
+        stmt = stmt.where(XComModel.task_id == filters.task_id)
+    entries: list[Entry] = []
+    skipped = 0
+    for value, run_after in session.execute(stmt):
+        record = CapacityRecord.from_dict(_value(value))
+        if record is None:
+            skipped += 1
+            continue
+        entries.append(Entry(record=record, run_after=run_after))
+    return entries, skipped
+
+
+def _value(raw: Any) -> Any:
+    try:
+        return XComModel.deserialize_value(_Row(raw))
+    except Exception:  # a value no decoder understands is junk like any other
+        return None
+
+
+class _Row:
+    """What :meth:`XComModel.deserialize_value` reads: an object with a ``value``."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def dags_with_records(session: Session, dag_ids: Collection[str]) -> dict[str, list[str]]:
+    """``{dag_id: [task_id, ...]}`` of the permitted DAGs that have at least one record."""
+    if not dag_ids:
+        return {}
+    stmt = (
+        select(XComModel.dag_id, XComModel.task_id)
+        .where(XComModel.key == RECORD_KEY, XComModel.dag_id.in_(sorted(dag_ids)))
+        .distinct()
+    )
+    found: dict[str, list[str]] = {}
+    for dag_id, task_id in session.execute(stmt):
+        found.setdefault(dag_id, []).append(task_id)
+    return {dag_id: sorted(tasks) for dag_id, tasks in sorted(found.items())}
+
+
+def task_instance_url(root: str, row: dict[str, Any]) -> str:
+    """The task instance's page in the Airflow UI (``root`` is the UI's base path, "" at the host's root)."""
+    quote = urllib.parse.quote
+    url = (
+        f"{root}/dags/{quote(row['dag_id'], safe='')}/runs/{quote(row['run_id'], safe='')}"
+        f"/tasks/{quote(row['task_id'], safe='')}"
+    )
+    if row["map_index"] >= 0:
+        url += f"/mapped/{row['map_index']}"
+    return url
+
+
+def with_links(session: Session, rows: Sequence[dict[str, Any]], root: str) -> None:
+    """Fill each job row's ``ti_url`` and ``job_url`` (the job link its task stored, else the console)."""
+    stored = _stored_job_links(session, rows)
+    for row in rows:
+        row["ti_url"] = task_instance_url(root, row)
+        key = (row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+        row["job_url"] = stored.get(key) or _console_url(row)
+
+
+def _stored_job_links(
+    session: Session, rows: Sequence[dict[str, Any]]
+) -> dict[tuple[str, str, str, int], str]:
+    if not rows:
+        return {}
+    wanted = [
+        and_(
+            XComModel.dag_id == row["dag_id"],
+            XComModel.run_id == row["run_id"],
+            XComModel.task_id == row["task_id"],
+            XComModel.map_index == row["map_index"],
+        )
+        for row in rows
+    ]
+    stmt = select(
+        XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index, XComModel.value
+    ).where(XComModel.key == SageMakerPreferenceJobLink.key, or_(*wanted))
+    links: dict[tuple[str, str, str, int], str] = {}
+    for dag_id, run_id, task_id, map_index, value in session.execute(stmt):
+        url = _value(value)
+        if isinstance(url, str) and url.startswith(("https://", "http://")):
+            links[(dag_id, run_id, task_id, map_index)] = url
+    return links
+
+
+def _console_url(row: dict[str, Any]) -> str:
+    if (
+        not row.get("job_name")
+        or not row.get("region")
+        or row.get("job_kind") not in ("training", "processing")
+    ):
+        return ""
+    return job_urls(row["job_kind"], row["job_name"], region_name=row["region"])[0]

@@ -1,0 +1,181 @@
+/* The capacity page: reads api/filters and api/capacity (same origin, Airflow's login cookie) and draws them. */
+(function () {
+  "use strict";
+  const form = document.getElementById("filters");
+  const errorBox = document.getElementById("error");
+  const charts = {};
+  const palette = ["#017cee", "#e8590c", "#2f9e44", "#9c36b5", "#f59f00", "#0c8599", "#c2255c", "#5c7cfa", "#868e96", "#66a80f", "#d6336c", "#1098ad"];
+  const failureLabels = { capacity_timeout: "capacity timeout", quota: "quota rejected", cpu_no_capacity: "CPU-only no capacity", other: "other failures" };
+  let state = { page: 1 };
+  let dagTasks = {};
+
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Math.round(seconds);
+    if (s < 60) return s + "s";
+    const m = Math.floor(s / 60), h = Math.floor(m / 60);
+    if (h === 0) return m + "m " + String(s % 60).padStart(2, "0") + "s";
+    return h + "h " + String(m % 60).padStart(2, "0") + "m";
+  }
+  function percent(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%"; }
+  function money(x) { return x === null || x === undefined ? "–" : "$" + x.toFixed(2); }
+  function text(x) { return x === null || x === undefined ? "–" : String(x); }
+  function el(tag, props, children) {
+    const node = document.createElement(tag);
+    Object.assign(node, props || {});
+    (children || []).forEach((c) => node.append(c));
+    return node;
+  }
+  function link(href, label, target) {
+    if (!href) return document.createTextNode(label || "–");
+    return el("a", { href: href, textContent: label, target: target, rel: "noopener" });
+  }
+
+  function readQuery() {
+    const q = new URLSearchParams(window.location.search);
+    ["dag_id", "task_id", "since", "until"].forEach((k) => { if (q.get(k)) state[k] = q.get(k); });
+    state.range = q.get("range") || (q.get("since") ? "custom" : "30");
+    form.range.value = state.range;
+    form.classList.toggle("custom", state.range === "custom");
+    if (state.since) form.since.value = state.since.slice(0, 10);
+    if (state.until) form.until.value = state.until.slice(0, 10);
+  }
+
+  function apiQuery() {
+    const q = new URLSearchParams();
+    if (state.range === "custom") {
+      if (form.since.value) q.set("since", form.since.value);
+      if (form.until.value) q.set("until", form.until.value);
+    } else {
+      q.set("since", new Date(Date.now() - Number(state.range) * 86400000).toISOString());
+    }
+    if (state.dag_id) q.set("dag_id", state.dag_id);
+    if (state.task_id) q.set("task_id", state.task_id);
+    q.set("page", String(state.page));
+    return q;
+  }
+
+  async function getJson(path) {
+    const response = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(body.detail ? String(body.detail) : "HTTP " + response.status);
+    return body;
+  }
+
+  function fillTasks() {
+    const tasks = state.dag_id ? dagTasks[state.dag_id] || [] : [...new Set(Object.values(dagTasks).flat())].sort();
+    form.task_id.replaceChildren(el("option", { value: "", textContent: "all tasks" }), ...tasks.map((t) => el("option", { value: t, textContent: t })));
+    form.task_id.value = tasks.includes(state.task_id) ? state.task_id : "";
+  }
+
+  async function loadFilters() {
+    const body = await getJson("api/filters");
+    dagTasks = {};
+    body.dags.forEach((d) => { dagTasks[d.dag_id] = d.tasks; });
+    const dags = Object.keys(dagTasks);
+    if (state.dag_id && !dags.includes(state.dag_id)) dags.push(state.dag_id);
+    form.dag_id.replaceChildren(el("option", { value: "", textContent: "all DAGs" }), ...dags.map((d) => el("option", { value: d, textContent: d })));
+    form.dag_id.value = state.dag_id || "";
+    fillTasks();
+  }
+
+  function chart(id, config) {
+    if (charts[id]) charts[id].destroy();
+    config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false }, config.options || {});
+    charts[id] = new window.Chart(document.getElementById(id), config);
+  }
+
+  function drawCharts(data) {
+    chart("chart-fallback", {
+      type: "line",
+      data: { labels: data.fallback.buckets, datasets: data.fallback.series.map((s, i) => ({ label: s.name, data: s.rate.map((r) => (r === null ? null : 100 * r)), borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length], spanGaps: true, pointRadius: 2 })) },
+      options: { scales: { y: { min: 0, max: 100, title: { display: true, text: "% not on entry 1" } } } },
+    });
+    const bins = data.time_to_capacity.bins.map((b, i, all) => (b === null ? "≥ " + duration(all[i - 1]) : "< " + duration(b)));
+    chart("chart-wait", {
+      type: "bar",
+      data: { labels: bins, datasets: data.time_to_capacity.entries.map((e, i) => ({ label: e.instance_type, data: e.histogram, backgroundColor: palette[i % palette.length] })) },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: "jobs" } } } },
+    });
+    chart("chart-config", {
+      type: "bar",
+      data: { labels: data.configurations.map((c) => c.instance_type + " × " + c.instance_count), datasets: [
+        { label: "median billable (min)", data: data.configurations.map((c) => (c.median_billable_seconds === null ? null : c.median_billable_seconds / 60)), backgroundColor: palette[0] },
+        { label: "median wait (min)", data: data.configurations.map((c) => (c.median_pending_seconds === null ? null : c.median_pending_seconds / 60)), backgroundColor: palette[1] },
+      ] },
+      options: { indexAxis: "y" },
+    });
+    chart("chart-failures", {
+      type: "bar",
+      data: { labels: data.failures.buckets, datasets: data.failures.series.map((s, i) => ({ label: failureLabels[s.name] || s.name, data: s.counts, backgroundColor: ["#c62828", "#e8590c", "#f59f00", "#868e96"][i % 4] })) },
+      options: { scales: { x: { stacked: true }, y: { stacked: true, ticks: { precision: 0 } } } },
+    });
+  }
+
+  function row(cells, attrs) {
+    return el("tr", attrs || {}, cells.map((c) => (c instanceof Node ? el("td", {}, [c]) : el("td", { textContent: c }))));
+  }
+
+  function drawTables(data) {
+    const s = data.summary;
+    const values = { jobs: text(s.jobs), fallback_rate: percent(s.fallback_rate), median_time_to_capacity: duration(s.median_time_to_capacity), p95_time_to_capacity: duration(s.p95_time_to_capacity) };
+    Object.keys(s.failures).forEach((k) => { values[k] = text(s.failures[k]); });
+    document.querySelectorAll("[data-stat]").forEach((node) => { node.textContent = values[node.dataset.stat] ?? "–"; });
+    const skipped = document.querySelector("[data-testid=skipped]");
+    skipped.hidden = !s.skipped_records;
+    skipped.textContent = s.skipped_records + " record(s) under the key were skipped: from another version of the record, or not a record.";
+    document.querySelector("[data-testid=wait-table] tbody").replaceChildren(...data.time_to_capacity.entries.map((e) => row([e.instance_type, e.ranks.join(", "), text(e.jobs), duration(e.median), duration(e.p95), duration(e.max)], { className: "wait-row" })));
+    document.querySelector("[data-testid=config-table] tbody").replaceChildren(...data.configurations.map((c) => row([c.instance_type, text(c.instance_count), c.ranks.join(", "), text(c.jobs), duration(c.median_pending_seconds), duration(c.median_training_seconds), duration(c.median_billable_seconds), text(c.billable_instance_hours), money(c.hourly_cost), money(c.median_estimated_cost)], { className: "config-row" })));
+    const jobs = data.jobs;
+    document.querySelector("[data-testid=jobs-table] tbody").replaceChildren(...jobs.rows.map((j) => {
+      const tr = row([
+        j.run_after.slice(0, 16).replace("T", " "),
+        link(j.ti_url, j.dag_id + " / " + j.task_id + (j.map_index >= 0 ? " [" + j.map_index + "]" : "") + (j.try_number > 1 ? " (try " + j.try_number + ")" : ""), "_top"),
+        link(j.job_url, j.job_name || "(none)", "_blank"),
+        j.selected_instance_type ? j.selected_instance_type + " × " + j.selected_instance_count : "–",
+        j.preference_rank === null ? "–" : j.preference_rank + " of " + j.entries,
+        duration(j.pending_seconds), duration(j.billable_seconds), text(j.job_status),
+        j.failure_kind ? failureLabels[j.failure_kind] || j.failure_kind : "",
+      ], { className: j.failure_kind ? "job-row failed" : "job-row" });
+      tr.dataset.jobName = j.job_name || "";
+      if (j.reason) tr.title = j.reason;
+      return tr;
+    }));
+    document.querySelector("[data-testid=page]").textContent = "page " + jobs.page + " of " + jobs.pages + " (" + jobs.total + " jobs)";
+    document.querySelector("[data-testid=prev]").disabled = jobs.page <= 1;
+    document.querySelector("[data-testid=next]").disabled = jobs.page >= jobs.pages;
+  }
+
+  async function load() {
+    const started = performance.now();
+    document.body.dataset.ready = "0";
+    errorBox.hidden = true;
+    try {
+      const data = await getJson("api/capacity?" + apiQuery().toString());
+      drawTables(data);
+      drawCharts(data);
+    } catch (error) {
+      errorBox.textContent = error.message;
+      errorBox.hidden = false;
+    }
+    document.body.dataset.loadMs = String(Math.round(performance.now() - started));
+    document.body.dataset.ready = "1";
+  }
+
+  form.range.addEventListener("change", () => form.classList.toggle("custom", form.range.value === "custom"));
+  form.dag_id.addEventListener("change", () => { state.dag_id = form.dag_id.value; fillTasks(); });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    state = { page: 1, range: form.range.value, dag_id: form.dag_id.value, task_id: form.task_id.value };
+    const q = new URLSearchParams();
+    ["range", "dag_id", "task_id"].forEach((k) => { if (state[k]) q.set(k, state[k]); });
+    if (state.range === "custom") { q.set("since", form.since.value); q.set("until", form.until.value); }
+    window.history.replaceState(null, "", "?" + q.toString());
+    load();
+  });
+  document.querySelector("[data-testid=prev]").addEventListener("click", () => { state.page -= 1; load(); });
+  document.querySelector("[data-testid=next]").addEventListener("click", () => { state.page += 1; load(); });
+
+  readQuery();
+  loadFilters().catch((error) => { errorBox.textContent = error.message; errorBox.hidden = false; }).then(load);
+})();
