@@ -54,5 +54,6 @@ def get_provider_info() -> dict[str, Any]:
         "extra-links": [
             "airflow_provider_sm_prefs.links.SageMakerPreferenceJobLink",
             "airflow_provider_sm_prefs.links.SageMakerPreferenceJobLogsLink",
+            "airflow_provider_sm_prefs.links.CapacityHistoryLink",
         ],
     }

@@ -1,9 +1,12 @@
-"""Extra links on the operators: the job's page and its logs.
+"""Extra links on the operators: the job's page, its logs, and the task's capacity history.
 
 Against AWS they open the SageMaker console and the job's CloudWatch log streams. When the
 connection's SageMaker endpoint is not an AWS host (the offline SageMaker of
 :mod:`airflow_provider_sm_prefs.testing`), they open that endpoint's own page for the job
 (``/_emulator/view/jobs/<name>``) instead of a console page for a job that does not exist in AWS.
+
+The capacity history link opens the capacity page (:mod:`airflow_provider_sm_prefs.plugin`) filtered to
+the task; its URL follows from the task alone.
 
 Each link keeps one XCom, under its own key, holding the finished URL. It is pushed before the task
 defers, so the links work while the task waits for capacity; Airflow pushes the link of every extra link
@@ -123,6 +126,23 @@ class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
             )[1]
         except (KeyError, TypeError):
             return ""
+
+
+class CapacityHistoryLink(BaseOperatorLink):
+    """The capacity page filtered to this task: every capacity decision it made, run after run."""
+
+    name = "Capacity history"
+    key = "sm_prefs_capacity_link"
+
+    @property
+    def xcom_key(self) -> str:
+        return self.key
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow_provider_sm_prefs.plugin import capacity_page_path
+
+        query = urllib.parse.urlencode({"dag_id": ti_key.dag_id, "task_id": ti_key.task_id})
+        return f"{capacity_page_path()}?{query}"
 
 
 def _partition(parts: dict[str, Any]) -> str:

@@ -122,6 +122,21 @@ def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) 
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert f"{NAME}/CHANGELOG.md" in names
+    # The capacity page works air-gapped: its page, script, style and charting library ship inside.
+    static = f"{NAME}/plugin/static/"
+    for asset in (
+        "index.html",
+        "capacity.js",
+        "capacity.css",
+        "vendor/chart.umd.min.js",
+        "vendor/chart.js.LICENSE.md",
+    ):
+        assert static + asset in names, names
+    with zipfile.ZipFile(wheel) as archive:
+        entry_points = archive.read(
+            next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        ).decode()
+    assert "[airflow.plugins]" in entry_points and "SageMakerCapacityPlugin" in entry_points
     # Only what an installed user can run: no development harness, tests or example DAGs.
     assert all(n.startswith((f"{NAME}/", f"{NAME}-")) for n in names), names
     assert not [n for n in names if n.endswith(("deployment.py", "postgres.py", "demo.py"))], names

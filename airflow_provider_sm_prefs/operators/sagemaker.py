@@ -27,6 +27,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
 )
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import (
+    CapacityHistoryLink,
     SageMakerPreferenceJobLink,
     SageMakerPreferenceJobLogsLink,
     job_urls,
@@ -114,7 +115,11 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         "verify",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
-    operator_extra_links = (SageMakerPreferenceJobLink(), SageMakerPreferenceJobLogsLink())
+    operator_extra_links = (
+        SageMakerPreferenceJobLink(),
+        SageMakerPreferenceJobLogsLink(),
+        CapacityHistoryLink(),
+    )
     ui_color = "#e6f4ea"
 
     def __init__(

@@ -97,6 +97,8 @@ def with_links(session: Session, rows: Sequence[dict[str, Any]], root: str) -> N
     stored = _stored_job_links(session, rows)
     for row in rows:
         row["ti_url"] = task_instance_url(root, row)
+        if not row["has_job"]:  # rejected before SageMaker created anything: no job page to open
+            continue
         key = (row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
         row["job_url"] = stored.get(key) or _console_url(row)
 
@@ -104,6 +106,7 @@ def with_links(session: Session, rows: Sequence[dict[str, Any]], root: str) -> N
 def _stored_job_links(
     session: Session, rows: Sequence[dict[str, Any]]
 ) -> dict[tuple[str, str, str, int], str]:
+    rows = [row for row in rows if row["has_job"]]
     if not rows:
         return {}
     wanted = [

@@ -330,6 +330,7 @@ def _job_row(entry: Entry) -> dict[str, Any]:
         "reason": reason,
         "hourly_cost": _number(r, "hourly_cost"),
         "estimated_cost": _number(r, "estimated_cost"),
+        "has_job": r.job_status not in (None, "Rejected") or r.preference_rank is not None,
         "ti_url": "",
         "job_url": "",
     }

@@ -14,6 +14,7 @@ from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, capacity_deadline_error
 from airflow_provider_sm_prefs.preferences import to_seconds
 from airflow_provider_sm_prefs.recording import CapacityRecording
@@ -40,6 +41,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
 
     template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name", "verify")
     ui_color = "#e6f4ea"
+    operator_extra_links = (CapacityHistoryLink(),)
 
     def __init__(
         self,
