@@ -42,6 +42,7 @@ BUILTIN_SCENARIOS: tuple[str, ...] = (
     "throttling-storm",
     "nightly-demo",
     "local-airflow",
+    "capacity-history",
 )
 
 #: AWS's upper bound for ``MaxPendingTimeInSeconds`` (28 days); used when a job gives none, because the
