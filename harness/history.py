@@ -58,11 +58,13 @@ def plan(runs: int = 60, today: datetime | None = None) -> list[PlannedRun]:
     retrain, two nights in three a preparation step, one night in three a fine-tune."""
     if not 1 <= runs <= 60:
         raise ValueError(f"runs: {runs} is out of range; the history has 1 to 60 runs")
-    day = (today or datetime.now(UTC)).replace(hour=2, minute=0, second=0, microsecond=0)
+    now = today or datetime.now(UTC)
+    # The newest night is the last 02:00 at least an hour ago, so the whole history is within 30 days.
+    day = (now - timedelta(hours=3)).replace(hour=2, minute=0, second=0, microsecond=0)
     planned: list[PlannedRun] = []
     prep, finetune = iter(_PREP), iter(_FINETUNE)
     for night, hour in enumerate(_NIGHTLY):
-        when = day - timedelta(days=len(_NIGHTLY) - night)
+        when = day - timedelta(days=len(_NIGHTLY) - 1 - night)
         planned.append(PlannedRun("sm_prefs_history_nightly", when.isoformat(), hour, {}))
         if night % 3 == 2:
             ft_hour, count = next(finetune)

@@ -35,6 +35,9 @@ E2E_DAGS = (
 )
 
 
+#: Debian's packages (``make e2e`` installs them: .ci/chromium.sh); Selenium downloads no browser.
+_CHROMIUM, _CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
 #: Where the session wrote its reliability table, for the terminal summary.
 _TABLE = pytest.StashKey[Path]()
 
@@ -68,8 +71,9 @@ def airflow(
 ) -> Iterator[LocalAirflow]:
     """A running Airflow + offline SageMaker shared by the module's tests; always torn down.
 
-    A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for)
-    and ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``).
+    A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for),
+    ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``) and
+    ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in).
     """
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
@@ -83,6 +87,7 @@ def airflow(
         parallelism=24,
         database=os.environ.get("SM_PREFS_E2E_DB", "postgres"),
         extra_env=getattr(request.module, "E2E_ENV", None),
+        login=getattr(request.module, "E2E_LOGIN", None),
     )
     try:
         deployment.start()
@@ -125,3 +130,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         deployment = item.funcargs["airflow"]
         if isinstance(deployment, LocalAirflow):
             report.sections.append(("e2e deployment", f"component logs: {deployment.log_dir}"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium from Debian's packages (``make e2e`` installs it: .ci/chromium.sh)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = _CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(_CHROMEDRIVER), options=options)
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()

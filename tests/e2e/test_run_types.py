@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ NIGHTLY, PROCESSING, SENSOR = (
 E2E_DAGS = (NIGHTLY, PROCESSING, SENSOR)
 #: The task of each example DAG that talks to SageMaker.
 JOB_TASK = {NIGHTLY: "train", PROCESSING: "prepare_features", SENSOR: "wait_for_capacity"}
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "e2e-screenshots"
 
 
@@ -101,35 +99,6 @@ def test_every_example_dag_succeeds_when_triggered_through_the_rest_api(
 
 
 # -- the UI's Trigger button -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Chromium from Debian's packages (``make e2e`` installs it: .ci/chromium.sh)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def trigger_from_the_ui(airflow: LocalAirflow, browser: Any, dag_id: str, params: dict[str, str]) -> str:

@@ -1,0 +1,233 @@
+"""The capacity page in a running Airflow: a seeded history of 60 runs, a login in headless Chromium, the
+page, a DAG filter, a job opened; the numbers shown equal those computed here from the XCom records;
+every endpoint behind Airflow's authentication and DAG authorization (SimpleAuthManager, multi-team)."""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness.deployment import LocalAirflow
+from harness.history import HISTORY_DAGS, SCENARIO, plan, seed
+
+pytestmark = pytest.mark.e2e
+
+NIGHTLY = "sm_prefs_nightly_retrain"
+HISTORY_NIGHTLY = HISTORY_DAGS[0]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "capacity-page"
+ADMIN = ("admin", secrets.token_urlsafe(12))
+VIEWER = ("mlviewer", secrets.token_urlsafe(12))
+_PASSWORDS = Path(tempfile.mkdtemp(prefix="sm-prefs-e2e-auth-")) / "passwords.json"
+_PASSWORDS.write_text(json.dumps(dict([ADMIN, VIEWER])))
+
+E2E_SCENARIO = SCENARIO
+E2E_DAGS = (NIGHTLY, *HISTORY_DAGS)
+E2E_LOGIN = ADMIN
+# Multi-team: the viewer belongs to team "ml"; the example DAGs' bundle is given to team "research".
+E2E_ENV = {
+    "AIRFLOW__CORE__MULTI_TEAM": "True",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN[0]}:admin,{VIEWER[0]}:viewer:ml",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(_PASSWORDS),
+}
+
+
+@pytest.fixture(scope="module")
+def history(airflow: LocalAirflow) -> list[dict[str, Any]]:
+    """One run of the nightly example through the scheduler and triggerer, then the 60 seeded runs."""
+    run_id = airflow.trigger_dag(NIGHTLY)
+    assert airflow.wait_for_run(NIGHTLY, run_id, timeout=600) == "success"
+    assert airflow.emulator_url is not None
+    runs = seed(airflow.env, airflow.emulator_url, plan(60))
+    assert len(runs) == 60
+    return runs
+
+
+def token(airflow: LocalAirflow, login: tuple[str, str]) -> dict[str, str]:
+    answer = httpx.post(f"{airflow.api_url}/auth/token", json={"username": login[0], "password": login[1]})
+    assert answer.status_code in (200, 201), answer.text
+    return {"Authorization": f"Bearer {answer.json()['access_token']}"}
+
+
+def records(airflow: LocalAirflow, dag_id: str) -> list[dict[str, Any]]:
+    """Every capacity record of ``dag_id``, read through the REST API (not through the page)."""
+    entries = airflow.api(
+        "GET",
+        f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances/~/xcomEntries",
+        params={"xcom_key": "capacity_outcome", "limit": 500},
+    )["xcom_entries"]
+    found = [airflow.xcom(dag_id, e["run_id"], e["task_id"], key="capacity_outcome") for e in entries]
+    assert all(isinstance(value, dict) for value in found), found
+    return found
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def duration(seconds: float | None) -> str:
+    """What the page shows for a number of seconds (capacity.js ``duration``)."""
+    if seconds is None:
+        return "–"
+    s = math.floor(seconds + 0.5)  # Math.round
+    if s < 60:
+        return f"{s}s"
+    m, h = s // 60, s // 3600
+    return f"{m}m {s % 60:02d}s" if h == 0 else f"{h}h {m % 60:02d}m"
+
+
+def expected_tiles(found: list[dict[str, Any]]) -> dict[str, str]:
+    """The page's summary tiles, computed from the records alone (one job per record here: no retries)."""
+    decided = [r for r in found if r["preference_rank"] is not None]
+    waits = [float(r["pending_seconds"]) for r in decided]
+    fell_back = sum(1 for r in decided if r["preference_rank"] != 1)
+    kinds = Counter(r["failure_kind"] for r in found if r["failure_kind"])
+    return {
+        "jobs": str(len(found)),
+        "fallback_rate": f"{100 * fell_back / len(decided):.1f}%",
+        "median_time_to_capacity": duration(round(statistics.median(waits), 1)),
+        "p95_time_to_capacity": duration(round(percentile(waits, 95), 1)),
+        "capacity_timeout": str(kinds["capacity_timeout"]),
+        "quota": str(kinds["quota"]),
+        "cpu_no_capacity": str(kinds["cpu_no_capacity"]),
+    }
+
+
+def wait_ready(browser: Any, timeout: float = 60) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, timeout).until(
+        lambda b: b.execute_script("return document.body && document.body.dataset.ready === '1'")
+    )
+
+
+def tiles(browser: Any) -> dict[str, str]:
+    from selenium.webdriver.common.by import By
+
+    return {
+        el.get_attribute("data-stat"): el.text for el in browser.find_elements(By.CSS_SELECTOR, "[data-stat]")
+    }
+
+
+def test_login_the_page_a_dag_filter_and_a_job(airflow: LocalAirflow, history: Any, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # Not logged in: the page sends the browser to Airflow's login form, which comes back to the page.
+    browser.get(f"{airflow.api_url}/sm-prefs/")
+    WebDriverWait(browser, 60).until(lambda b: "/auth/login" in b.current_url)
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.NAME, "username"))
+    browser.find_element(By.NAME, "username").send_keys(ADMIN[0])
+    browser.find_element(By.NAME, "password").send_keys(ADMIN[1])
+    browser.save_screenshot(str(SCREENSHOTS / "1-login.png"))
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 60).until(lambda b: "/sm-prefs/" in b.current_url)
+    wait_ready(browser)
+    assert not browser.find_element(By.CSS_SELECTOR, "[data-testid=error]").is_displayed()
+    browser.save_screenshot(str(SCREENSHOTS / "2-all-dags.png"))
+    everything = [*records(airflow, NIGHTLY), *(r for dag in HISTORY_DAGS for r in records(airflow, dag))]
+    assert tiles(browser)["jobs"] == str(len(everything)) == "61"
+
+    # Filter by DAG: the numbers are those of its records.
+    Select(browser.find_element(By.CSS_SELECTOR, "[data-testid=dag-filter]")).select_by_value(HISTORY_NIGHTLY)
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=apply]").click()
+    WebDriverWait(browser, 30).until(lambda b: f"dag_id={HISTORY_NIGHTLY}" in b.current_url)
+    wait_ready(browser)
+    nightly = records(airflow, HISTORY_NIGHTLY)
+    assert len(nightly) == 30
+    shown = tiles(browser)
+    expected = expected_tiles(nightly)
+    assert {k: shown[k] for k in expected} == expected
+    waits = {
+        row.find_elements(By.TAG_NAME, "td")[0].text: row.find_elements(By.TAG_NAME, "td")[2].text
+        for row in browser.find_elements(By.CSS_SELECTOR, "tr.wait-row")
+    }
+    chosen = Counter(r["selected_instance_type"] for r in nightly if r["selected_instance_type"])
+    assert waits == {t: str(n) for t, n in chosen.items()}
+    assert set(chosen) == {"ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"}
+    pager = browser.find_element(By.CSS_SELECTOR, "[data-testid=page]").text
+    assert pager == "page 1 of 2 (30 jobs)"
+    browser.execute_script("window.scrollTo(0, 0)")
+    browser.save_screenshot(str(SCREENSHOTS / "3-dag-filter.png"))
+
+    # Open a job: the newest row's job link goes to the offline SageMaker's page for that job.
+    first = browser.find_element(By.CSS_SELECTOR, "tr.job-row")
+    newest = max(nightly, key=lambda r: r["run_id"])
+    assert first.get_attribute("data-job-name") == newest["job_name"]
+    job_link = first.find_elements(By.TAG_NAME, "a")[1]
+    href = job_link.get_attribute("href")
+    assert href.endswith(f"/_emulator/view/jobs/{newest['job_name']}")
+    ti_link = first.find_elements(By.TAG_NAME, "a")[0].get_attribute("href")
+    assert f"/dags/{HISTORY_NIGHTLY}/runs/" in ti_link and ti_link.endswith("/tasks/train")
+    browser.get(href)
+    WebDriverWait(browser, 30).until(lambda b: newest["job_name"] in b.page_source)
+    assert newest["selected_instance_type"] in browser.page_source or newest["failure_kind"]
+    browser.save_screenshot(str(SCREENSHOTS / "4-job.png"))
+
+
+def test_nothing_without_a_login_and_only_readable_dags(airflow: LocalAirflow, history: Any) -> None:
+    api = f"{airflow.api_url}/sm-prefs"
+    for path in ("/api/capacity", "/api/filters", "/static/capacity.js"):
+        assert httpx.get(api + path).status_code == 401
+        assert httpx.get(api + path, headers={"Authorization": "Bearer forged"}).status_code == 403
+    page = httpx.get(api + "/", follow_redirects=False)
+    assert page.status_code == 307 and page.headers["location"].startswith("/auth/login")
+
+    admin, viewer = token(airflow, ADMIN), token(airflow, VIEWER)
+    # The example DAGs' bundle belongs to team "research"; the viewer is in team "ml".
+    airflow.run_python(
+        "from sqlalchemy import select\n"
+        "from airflow.models.dag import DagModel\n"
+        "from airflow.models.team import Team, dag_bundle_team_association_table as t\n"
+        "from airflow.utils.session import create_session\n"
+        "with create_session() as s:\n"
+        f"    bundle = s.scalar(select(DagModel.bundle_name).where(DagModel.dag_id == {NIGHTLY!r}))\n"
+        "    s.add(Team(name='research'))\n"
+        "    s.flush()\n"
+        "    s.execute(t.insert().values(dag_bundle_name=bundle, team_name='research'))\n"
+    )
+    seen = {d["dag_id"] for d in httpx.get(api + "/api/filters", headers=viewer).json()["dags"]}
+    assert seen == set(HISTORY_DAGS)
+    assert NIGHTLY in {d["dag_id"] for d in httpx.get(api + "/api/filters", headers=admin).json()["dags"]}
+    denied = httpx.get(api + "/api/capacity", params={"dag_id": NIGHTLY}, headers=viewer)
+    assert denied.status_code == 403 and NIGHTLY in denied.json()["detail"]
+    all_viewer = httpx.get(api + "/api/capacity", params={"page_size": 200}, headers=viewer).json()
+    assert all_viewer["summary"]["jobs"] == 60
+    assert NIGHTLY not in {row["dag_id"] for row in all_viewer["jobs"]["rows"]}
+    all_admin = httpx.get(api + "/api/capacity", headers=admin).json()
+    assert all_admin["summary"]["jobs"] == 61
+
+    for query, message in (
+        ({"dag_id": "nope"}, "dag_id: unknown DAG 'nope'"),
+        ({"since": "last week"}, "since: 'last week' is not an ISO 8601"),
+        ({"page": "-1"}, "page: -1 is out of range"),
+    ):
+        answer = httpx.get(api + "/api/capacity", params=query, headers=admin)
+        assert answer.status_code == 400 and answer.json()["detail"].startswith(message)
+
+
+def test_junk_under_the_key_is_skipped_and_counted(airflow: LocalAirflow, history: Any) -> None:
+    run_id = history[0]["run_id"]
+    airflow.run_python(
+        "from airflow.models.xcom import XComModel\n"
+        "from airflow.utils.session import create_session\n"
+        "with create_session() as s:\n"
+        f"    XComModel.set(key='capacity_outcome', value={{'version': 0}}, dag_id={history[0]['dag_id']!r},"
+        f" task_id={next(iter(history[0]['states']))!r}, run_id={run_id!r}, map_index=-1, session=s)\n"
+    )
+    admin = token(airflow, ADMIN)
+    summary = httpx.get(f"{airflow.api_url}/sm-prefs/api/capacity", headers=admin).json()["summary"]
+    assert summary["skipped_records"] == 1 and summary["jobs"] == 60
