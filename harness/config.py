@@ -67,6 +67,10 @@ class DeploymentConfig:
         once), or ``auto``: PostgreSQL when its binaries and drivers are installed, else SQLite.
     :param extra_env: more environment for every Airflow process (e.g. ``AIRFLOW__...`` overrides).
     :param startup_timeout: seconds to wait for the deployment to become healthy.
+    :param login: ``(username, password)``: the deployment requires a login. SimpleAuthManager gets one
+        user with the Admin role and that password (``simple_auth_manager_all_admins`` off, the password
+        in :attr:`passwords_file`); the REST client signs in with it, the UI shows its login form.
+        None (the default): no login, every request is an admin.
     """
 
     root: Path
@@ -80,10 +84,17 @@ class DeploymentConfig:
     database: str = "auto"
     extra_env: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 240.0
+    login: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.database not in DATABASES:
             raise ValueError(f"database: {self.database!r} is not one of {', '.join(DATABASES)}")
+        if self.login is not None:
+            username, password = self.login
+            # simple_auth_manager_users is "user:role,user:role".
+            if not username or any(c in username for c in ":, ") or not password:
+                raise ValueError("login: a username without ':', ',' or spaces, and a password, are required")
+            self.login = (username, password)
         self.root = Path(self.root).resolve()
         self.dags_folders = [Path(p).resolve() for p in self.dags_folders or default_dags_folders()]
         self.api_port = self.api_port or free_port()
@@ -98,6 +109,15 @@ class DeploymentConfig:
     def log_dir(self) -> Path:
         """Component logs (``<component>.log``) and Airflow's task logs."""
         return self.home / "logs"
+
+    @property
+    def passwords_file(self) -> Path:
+        """SimpleAuthManager's passwords (``{"user": "password"}``) when the deployment has a login."""
+        return self.home / "simple_auth_manager_passwords.json"
+
+    def passwords_json(self) -> str:
+        """What :attr:`passwords_file` holds: the login's password ("{}" without a login)."""
+        return json.dumps(dict([self.login]) if self.login is not None else {})
 
     @property
     def api_url(self) -> str:
@@ -152,7 +172,6 @@ class DeploymentConfig:
                 # machine take longer than the default 30 s to parse a DAG file.
                 "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
                 "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "240",
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.api_port),
@@ -185,8 +204,19 @@ class DeploymentConfig:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(self._auth_env())
         env.update(self.extra_env)
         return env
+
+    def _auth_env(self) -> dict[str, str]:
+        """SimpleAuthManager's settings: everyone is an admin, or the login's user is the only one."""
+        if self.login is None:
+            return {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+        return {
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.login[0]}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
+        }
 
     def command(self, component: str) -> list[str]:
         """The command line of one of :data:`COMPONENTS`."""

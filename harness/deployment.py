@@ -5,9 +5,11 @@
 Airflow process, migrates a metadata database (a private PostgreSQL server when one can be started,
 see :mod:`harness.postgres`, else SQLite) and starts ``api-server``, ``scheduler`` (LocalExecutor),
 ``dag-processor`` and ``triggerer`` as separate processes, each in its own session with its output in
-``AIRFLOW_HOME/logs/<component>.log``. The REST API v2 is open without a login
+``AIRFLOW_HOME/logs/<component>.log``. By default the REST API v2 and the UI are open without a login
 (``simple_auth_manager_all_admins``), so this is for a developer's machine only; everything binds
-127.0.0.1.
+127.0.0.1. With ``login=("admin", "secret")`` the deployment requires that login instead (one Admin
+user of SimpleAuthManager): the REST client signs in with it (Bearer token), :meth:`LocalAirflow.token`
+hands the same token to a browser (the UI's ``_token`` cookie), and the UI shows its login form.
 
     python -m harness.deployment up --port 8080
 
@@ -97,6 +99,7 @@ class LocalAirflow:
         database: str = "auto",
         extra_env: Mapping[str, str] | None = None,
         startup_timeout: float = 240.0,
+        login: tuple[str, str] | None = None,
     ) -> None:
         self.config = DeploymentConfig(
             root=Path(root),
@@ -110,18 +113,20 @@ class LocalAirflow:
             database=database,
             extra_env=dict(extra_env or {}),
             startup_timeout=startup_timeout,
+            login=login,
         )
         self.home = self.config.home
         self.log_dir = self.config.log_dir
         self.supervisor = Supervisor(self.log_dir, cwd=self.home)
         self.database = MetadataDatabase(database, self.home, self.log_dir)
-        self.rest = AirflowRestClient(self.config.api_url)
+        self.rest = AirflowRestClient(self.config.api_url, login=self.config.login)
         self.waits = Waits(self.rest, self.log_dir, self.supervisor.check_running)
         self._sm: RemoteSageMaker | None = None
         self._env: dict[str, str] | None = None
 
         # What the e2e scenarios call, answered by the part that knows.
         self.api = self.rest.api
+        self.token = self.rest.token
         self.health = self.rest.health
         self.trigger_dag = self.rest.trigger_dag
         self.active_runs = self.rest.active_runs
@@ -207,6 +212,10 @@ class LocalAirflow:
         # Last line of defence when the caller forgets stop() or dies of an exception outside a with-block.
         atexit.register(self.stop)
         self._sm = start_emulator(self.supervisor, self.config.scenario, deadline)
+        if self.config.login is not None:
+            self.config.passwords_file.parent.mkdir(parents=True, exist_ok=True)
+            self.config.passwords_file.write_text(self.config.passwords_json() + "\n", encoding="utf-8")
+            self.config.passwords_file.chmod(0o600)
         self.database.start()
         self._env = self.config.airflow_env(
             emulator_url=self._sm.endpoint_url,
@@ -279,7 +288,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument(
         "--schedules", action="store_true", help="let scheduled DAGs run (default: trigger runs yourself)"
     )
+    up.add_argument(
+        "--login",
+        metavar="USER:PASSWORD",
+        default=None,
+        help="require this login (one Admin user) instead of letting everyone in as admin",
+    )
     args = parser.parse_args(argv)
+    login: tuple[str, str] | None = None
+    if args.login is not None:
+        username, _, password = args.login.partition(":")
+        login = (username, password)
 
     stop = False
 
@@ -301,8 +320,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_poll_interval=max(args.poll_interval, 30.0),
             schedules=args.schedules,
             database=args.database,
+            login=login,
         ) as af:
-            print(f"Airflow UI:         {af.ui_url}  (no login: all users are admin)")
+            who = f"log in as {login[0]}" if login else "no login: all users are admin"
+            print(f"Airflow UI:         {af.ui_url}  ({who})")
             print(f"REST API:           {af.api_url}/api/v2")
             print(f"offline SageMaker:  {af.emulator_url}  (admin: {af.emulator_url}/_emulator/jobs)")
             print(f"AIRFLOW_HOME:       {af.home}  (component logs in {af.log_dir})")

@@ -1,5 +1,9 @@
-"""A client of Airflow's REST API v2 for a deployment without login: health, DAG runs (trigger, read,
-fail), task instances, XComs, task logs, and what a user does to a task in the UI (set its state).
+"""A client of Airflow's REST API v2: health, DAG runs (trigger, read, fail), task instances, XComs, task
+logs, and what a user does to a task in the UI (set its state).
+
+By default it sends no credentials (a deployment where every request is an admin). Given a ``login``
+(username, password) it signs in like Airflow's own clients do: ``POST /auth/token`` for a JWT, sent as
+``Authorization: Bearer`` on every call, and signs in again when an answer says the token expired.
 """
 
 from __future__ import annotations
@@ -7,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,23 +27,96 @@ TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
 
+#: ``(username, password)`` of a user of the deployment's auth manager.
+Login = tuple[str, str]
+#: Where Airflow's auth manager hands out a JWT for a username and password (SimpleAuthManager, FAB, ...).
+TOKEN_PATH = "/auth/token"
+
+
+class BearerLogin(httpx.Auth):
+    """httpx authentication: a JWT from ``POST /auth/token``, sent as ``Authorization: Bearer``.
+
+    The token is fetched before the first request and again after a 401 (an expired token), once per
+    request. A refused login raises :class:`DeploymentError` naming the user (never the password).
+    """
+
+    requires_response_body = True
+
+    def __init__(self, token_url: str, login: Login) -> None:
+        self.token_url = token_url
+        self.username, self._password = login
+        #: The current JWT (None until the first request signs in).
+        self.token: str | None = None
+
+    def token_request(self) -> httpx.Request:
+        return httpx.Request(
+            "POST",
+            self.token_url,
+            json={"username": self.username, "password": self._password},
+            headers={"Accept": "application/json"},
+        )
+
+    def accept(self, response: httpx.Response) -> str:
+        """Keep the token of a ``POST /auth/token`` answer; raise for a refused login."""
+        if response.status_code >= 400:
+            raise DeploymentError(
+                f"POST {TOKEN_PATH} as {self.username!r} -> {response.status_code}: {response.text[:500]}"
+            )
+        self.token = str(response.json()["access_token"])
+        return self.token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self.token is None:
+            self.accept((yield self.token_request()))
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        response = yield request
+        if response.status_code == 401:
+            self.accept((yield self.token_request()))
+            request.headers["Authorization"] = f"Bearer {self.token}"
+            yield request
+
+
 class AirflowRestClient:
     """Calls to ``api_url`` (``http://127.0.0.1:PORT``); the HTTP connection opens on first use.
+
+    :param login: ``(username, password)`` for a deployment that requires a login (see
+        :class:`BearerLogin`); None (the default) sends no credentials.
+    :param transport: an httpx transport instead of the network (tests pass ``httpx.MockTransport``).
 
     Every method raises :class:`DeploymentError` with the response's text on an error answer.
     """
 
-    def __init__(self, api_url: str) -> None:
+    def __init__(
+        self, api_url: str, login: Login | None = None, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.api_url = api_url
+        self.login = login
+        self._transport = transport
+        self._auth = BearerLogin(api_url + TOKEN_PATH, login) if login is not None else None
         self._http: httpx.Client | None = None
 
     @property
     def http(self) -> httpx.Client:
+        """The HTTP client every method uses (it signs in by itself when the client has a login)."""
         if self._http is None:
             self._http = httpx.Client(
-                base_url=self.api_url, timeout=30.0, headers={"Accept": "application/json"}
+                base_url=self.api_url,
+                timeout=30.0,
+                headers={"Accept": "application/json"},
+                auth=self._auth,
+                transport=self._transport,
             )
         return self._http
+
+    def token(self) -> str:
+        """A JWT for this client's user: what it sends as ``Bearer``, and what the UI keeps in its
+        ``_token`` cookie. Without a login, the all-admins token (``GET /auth/token``)."""
+        if self._auth is None:
+            response = self.http.get(TOKEN_PATH)
+            if response.status_code >= 400:
+                raise DeploymentError(f"GET {TOKEN_PATH} -> {response.status_code}: {response.text[:500]}")
+            return str(response.json()["access_token"])
+        return self._auth.token or self._auth.accept(self.http.send(self._auth.token_request(), auth=None))
 
     def close(self) -> None:
         if self._http is not None:

@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 from airflow.models.dagrun import DagRun
 from airflow.models.xcom import XComModel
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
 from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, job_urls
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
 from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord
 
-__all__ = ["dags_with_records", "load_entries", "task_instance_url", "with_links"]
+__all__ = ["dags_with_records", "load_entries", "records_statement", "task_instance_url", "with_links"]
 
 
-def load_entries(session: Session, dag_ids: Collection[str], filters: Filters) -> tuple[list[Entry], int]:
-    """The records of ``dag_ids`` (already limited to what the user may read) in range; and how many were skipped."""
-    if not dag_ids:
-        return [], 0
+def records_statement(dag_ids: Collection[str], filters: Filters) -> Select[tuple[Any, datetime]]:
+    """``(value, run_after)`` of every record of ``dag_ids`` whose DAG run falls in the filters' range."""
     stmt = (
         select(XComModel.value, DagRun.run_after)
         .join(DagRun, DagRun.id == XComModel.dag_run_id)
@@ -40,9 +39,16 @@ def load_entries(session: Session, dag_ids: Collection[str], filters: Filters) -
     )
     if filters.task_id:
         stmt = stmt.where(XComModel.task_id == filters.task_id)
+    return stmt
+
+
+def load_entries(session: Session, dag_ids: Collection[str], filters: Filters) -> tuple[list[Entry], int]:
+    """The records of ``dag_ids`` (already limited to what the user may read) in range; and how many were skipped."""
+    if not dag_ids:
+        return [], 0
     entries: list[Entry] = []
     skipped = 0
-    for value, run_after in session.execute(stmt):
+    for value, run_after in session.execute(records_statement(dag_ids, filters)):
         record = CapacityRecord.from_dict(_value(value))
         if record is None:
             skipped += 1
