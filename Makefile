@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench bench-page airflow e2e reliability-doc postgres browser clean
+.PHONY: help install test lint demo bench bench-page airflow airflow-history e2e reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench    - run the benchmarks (not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
+	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
 	@echo "make reliability-doc - publish the last e2e run's reliability table (build/reliability) into docs/"
 
@@ -42,6 +43,10 @@ reliability-doc: install
 
 airflow: install postgres
 	$(RUN) python -m harness.deployment up --port 8080
+
+# The capacity page with something to show: a login, and 60 runs over the last 30 nights.
+airflow-history: install postgres
+	$(RUN) python -m harness.deployment up --port 8080 --scenario capacity-history --login admin --seed-history 60
 
 lint: install
 	$(RUN) ruff check airflow_provider_sm_prefs harness tests dags_examples benchmarks

@@ -71,6 +71,8 @@ class DeploymentConfig:
         user with the Admin role and that password (``simple_auth_manager_all_admins`` off, the password
         in :attr:`passwords_file`); the REST client signs in with it, the UI shows its login form.
         None (the default): no login, every request is an admin.
+    :param teams: teams created in the metadata database before the components start (multi-team
+        deployments: SimpleAuthManager refuses users of a team that does not exist).
     """
 
     root: Path
@@ -85,6 +87,7 @@ class DeploymentConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 240.0
     login: tuple[str, str] | None = None
+    teams: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.database not in DATABASES:

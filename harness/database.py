@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,11 @@ class MetadataDatabase:
         if result.returncode != 0:
             raise DeploymentError(f"airflow db migrate failed; see {log}")
 
+    def create_teams(self, env: Mapping[str, str], teams: Sequence[str], timeout: float = 120.0) -> None:
+        """``airflow teams create`` for each of ``teams`` (after :meth:`migrate`)."""
+        for team in teams:
+            _run(env, [venv_bin("airflow"), "teams", "create", team], f"airflow teams create {team}", timeout)
+
     def dump(self) -> bytes:
         """Everything in the database as bytes (pg_dump, or the SQLite file and its WAL)."""
         if self.postgres is not None:
@@ -95,16 +100,16 @@ class MetadataDatabase:
 
 def run_python(env: Mapping[str, str], code: str, timeout: float = 120.0) -> str:
     """Run ``code`` in a Python with a deployment's environment (its DB, keys); returns stdout."""
+    return _run(env, [sys.executable, "-c", code], "python in the deployment", timeout)
+
+
+def _run(env: Mapping[str, str], command: list[str], what: str, timeout: float) -> str:
+    """``command`` with ``env``; its stdout, or :class:`DeploymentError` with the end of its stderr."""
     result = subprocess.run(
-        [sys.executable, "-c", code],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+        command, env=dict(env), capture_output=True, text=True, timeout=timeout, check=False
     )
     if result.returncode != 0:
-        raise DeploymentError(f"python in the deployment failed: {result.stderr[-3000:]}")
+        raise DeploymentError(f"{what} failed: {result.stderr[-3000:]}")
     return result.stdout
 
 

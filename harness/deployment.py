@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import secrets
 import shutil
 import signal
 import sys
@@ -100,6 +101,7 @@ class LocalAirflow:
         extra_env: Mapping[str, str] | None = None,
         startup_timeout: float = 240.0,
         login: tuple[str, str] | None = None,
+        teams: Sequence[str] = (),
     ) -> None:
         self.config = DeploymentConfig(
             root=Path(root),
@@ -114,6 +116,7 @@ class LocalAirflow:
             extra_env=dict(extra_env or {}),
             startup_timeout=startup_timeout,
             login=login,
+            teams=tuple(teams),
         )
         self.home = self.config.home
         self.log_dir = self.config.log_dir
@@ -223,6 +226,7 @@ class LocalAirflow:
             database_env=self.database.airflow_env(),
         )
         self.database.migrate(self._env, timeout=max(30.0, deadline - time.monotonic()))
+        self.database.create_teams(self._env, self.config.teams)
         for name in COMPONENTS:
             self.supervisor.start(name, self.config.command(name), self._env)
         self.waits.wait_healthy(deadline - time.monotonic())
@@ -290,15 +294,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     up.add_argument(
         "--login",
-        metavar="USER:PASSWORD",
+        metavar="USER[:PASSWORD]",
         default=None,
-        help="require this login (one Admin user) instead of letting everyone in as admin",
+        help="require this login (one Admin user) instead of letting everyone in as admin; "
+        "without a password one is generated and printed",
+    )
+    up.add_argument(
+        "--seed-history",
+        metavar="RUNS",
+        type=int,
+        default=0,
+        help="once up, seed RUNS (up to 60) runs of the capacity page's history DAGs "
+        "(use with --scenario capacity-history; see harness/history.py)",
     )
     args = parser.parse_args(argv)
-    login: tuple[str, str] | None = None
-    if args.login is not None:
-        username, _, password = args.login.partition(":")
-        login = (username, password)
+    login = _login(args.login)
 
     stop = False
 
@@ -322,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             database=args.database,
             login=login,
         ) as af:
-            who = f"log in as {login[0]}" if login else "no login: all users are admin"
+            who = f"log in as {login[0]} / {login[1]}" if login else "no login: all users are admin"
+            if args.seed_history:
+                _seed_history(af, args.seed_history)
             print(f"Airflow UI:         {af.ui_url}  ({who})")
             print(f"REST API:           {af.api_url}/api/v2")
             print(f"offline SageMaker:  {af.emulator_url}  (admin: {af.emulator_url}/_emulator/jobs)")
@@ -342,6 +354,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print("stopped")
     return 0
+
+
+def _login(raw: str | None) -> tuple[str, str] | None:
+    """``USER[:PASSWORD]`` of ``--login``; a missing password is generated."""
+    if raw is None:
+        return None
+    username, _, password = raw.partition(":")
+    return (username, password or secrets.token_urlsafe(12))
+
+
+def _seed_history(af: LocalAirflow, runs: int) -> None:
+    from harness import history
+
+    assert af.emulator_url is not None
+    started = time.monotonic()
+    print(f"seeding {runs} runs of the capacity history (a few minutes) ...", flush=True)
+    seeded = history.seed(af.env, af.emulator_url, history.plan(runs))
+    print(
+        f"seeded {len(seeded)} runs in {time.monotonic() - started:.0f}s: {af.api_url}/sm-prefs/", flush=True
+    )
 
 
 if __name__ == "__main__":

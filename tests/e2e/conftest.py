@@ -73,7 +73,8 @@ def airflow(
 
     A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for),
     ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``) and
-    ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in).
+    ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in)
+    and ``E2E_TEAMS`` (teams created before the components start).
     """
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
@@ -88,6 +89,7 @@ def airflow(
         database=os.environ.get("SM_PREFS_E2E_DB", "postgres"),
         extra_env=getattr(request.module, "E2E_ENV", None),
         login=getattr(request.module, "E2E_LOGIN", None),
+        teams=getattr(request.module, "E2E_TEAMS", ()),
     )
     try:
         deployment.start()
