@@ -6,10 +6,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.deployment import LocalAirflow
+
+#: The capacity metric lines of the run, kept for reading after the session.
+CAPTURED = Path(__file__).resolve().parents[2] / "build" / "e2e-metrics" / "statsd-capacity.txt"
 
 pytestmark = pytest.mark.e2e
 
@@ -59,6 +63,8 @@ def test_a_run_that_falls_back_sends_its_capacity_metrics(statsd: Collector, air
     outcome = airflow.xcom("sm_prefs_nightly_retrain", run_id, "train")
     time.sleep(2)  # the last datagrams of the finished task
     lines = [line for line in list(statsd.lines) if line.startswith("airflow.sm_prefs.")]
+    CAPTURED.parent.mkdir(parents=True, exist_ok=True)
+    CAPTURED.write_text("\n".join(lines) + "\n")
     assert any(
         line.startswith("airflow.ti.") or line.startswith("airflow.scheduler") for line in statsd.lines
     )
