@@ -10,7 +10,11 @@ runs (:mod:`airflow_provider_sm_prefs.plugin.query` and ``.stats``), for every D
 - ``summarize_s`` and ``links_s``: the aggregation and the job links of one page;
 - ``total_s``: ``load_entries`` + ``summarize`` + ``with_links``, as one request does (median);
 - ``explain``: PostgreSQL's plan and execution time of the records query;
-- ``profile``: cProfile's top functions by cumulative time for one such request.
+- ``profile``: cProfile's top functions by cumulative time for one such request;
+- for comparison, what other designs would read: ``keys_only_s``, the same rows without their values
+  (the floor of a cache of parsed records keyed by XCom row and timestamp), and ``projection_s``, the
+  scalar fields the aggregation uses extracted in SQL (``value ->> 'field'``) instead of every value
+  decoded in Python.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from airflow.models.dag import DagModel
+from airflow.models.dagrun import DagRun
+from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from sqlalchemy import Text, cast, select, text
 from sqlalchemy.orm import Session
@@ -36,6 +42,11 @@ from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, summarize
 from airflow_provider_sm_prefs.record import CapacityRecord
 
 T = TypeVar("T")
+#: The record fields the aggregation reads (everything but the list, ARN, reason and job timestamps).
+TEXT_FIELDS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "job_kind", "job_name", "job_status")
+TEXT_FIELDS += ("selected_instance_type", "failure_kind", "recorded_at")
+NUMBER_FIELDS: tuple[str, ...] = ("map_index", "try_number", "selected_instance_count", "preference_rank")
+NUMBER_FIELDS += ("pending_seconds", "training_seconds", "billable_seconds")
 
 
 def _timed(repeats: int, call: Callable[[], T]) -> tuple[float, T]:
@@ -95,7 +106,24 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
 
         links_s, _ = _timed(repeats, links)
         total_s, _ = _timed(repeats, lambda: _request(session, dag_ids, filters))
+        keys = stmt.with_only_columns(
+            XComModel.dag_run_id,
+            XComModel.task_id,
+            XComModel.map_index,
+            XComModel.timestamp,
+            DagRun.run_after,
+        )
+        keys_only_s, _ = _timed(repeats, lambda: session.execute(keys).all())
+        projected = stmt.with_only_columns(
+            *(XComModel.value[name].as_string() for name in TEXT_FIELDS),
+            *(XComModel.value[name].as_float() for name in NUMBER_FIELDS),
+            DagRun.run_after,
+        )
+        projection_s, _ = _timed(repeats, lambda: session.execute(projected).all())
         return {
+            "keys_only_s": keys_only_s,
+            "projection_s": projection_s,
+            "projected_fields": len(TEXT_FIELDS) + len(NUMBER_FIELDS),
             "records": len(rows),
             "sql_text_s": sql_text_s,
             "fetch_s": fetch_s,
