@@ -305,10 +305,14 @@ def _wait(driver: Any, timeout: float, check: Callable[[Any], Any], what: str) -
 
 
 def log_in(driver: Any, base: str, password: str) -> str:
-    """Sign in through SimpleAuthManager's login form, as a person does; returns how it went."""
+    """Sign in through SimpleAuthManager's login form, as a person does; returns how it went.
+
+    The form then goes to ``next``: a small JSON answer rather than the Airflow UI, whose requests
+    would keep the api-server busy while the first load of the page is timed.
+    """
     from selenium.webdriver.common.by import By
 
-    driver.get(f"{base}/auth/login")
+    driver.get(f"{base}/auth/login?next=%2Fapi%2Fv2%2Fversion")
     username = _wait(
         driver, 60, lambda d: d.find_elements(By.CSS_SELECTOR, "input[name=username]"), "the form"
     )
@@ -316,6 +320,7 @@ def log_in(driver: Any, base: str, password: str) -> str:
     driver.find_element(By.CSS_SELECTOR, "input[name=password]").send_keys(password)
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     _wait(driver, 60, lambda d: d.get_cookie("_token"), "the _token cookie after signing in")
+    _wait(driver, 30, lambda d: "/api/v2/version" in d.current_url, "the redirect after signing in")
     return "login form"
 
 
