@@ -8,9 +8,14 @@ runs (:mod:`airflow_provider_sm_prefs.plugin.query` and ``.stats``), for every D
 - ``fetch_s``: the same query as the API runs it (the driver decodes each JSON value);
 - ``records_s``: reading the values back (``XComModel.deserialize_value``, ``CapacityRecord.from_dict``);
 - ``summarize_s`` and ``links_s``: the aggregation and the job links of one page;
-- ``total_s``: ``load_entries`` + ``summarize`` + ``with_links``, as one request does (median);
+- ``total_s``: ``load_entries`` + ``summarize`` + ``with_links``, as one request does (median), with
+  nothing cached (every value read and checked), and ``cached_s`` the same once the api-server's
+  :class:`~airflow_provider_sm_prefs.plugin.query.RecordCache` holds every record;
 - ``explain``: PostgreSQL's plan and execution time of the records query;
-- ``profile``: cProfile's top functions by cumulative time for one such request.
+- ``profile``: cProfile's top functions by cumulative time for one such request;
+- for comparison: ``keys_only_s``, the same rows without their values (what a request reads when every
+  record is cached), and ``projection_s``, the scalar fields the aggregation uses extracted in SQL
+  (``value ->> 'field'``) instead of every value decoded in Python.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from airflow.models.dag import DagModel
+from airflow.models.dagrun import DagRun
+from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from sqlalchemy import Text, cast, select, text
 from sqlalchemy.orm import Session
@@ -36,6 +43,11 @@ from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, summarize
 from airflow_provider_sm_prefs.record import CapacityRecord
 
 T = TypeVar("T")
+#: The record fields the aggregation reads (everything but the list, ARN, reason and job timestamps).
+TEXT_FIELDS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "job_kind", "job_name", "job_status")
+TEXT_FIELDS += ("selected_instance_type", "failure_kind", "recorded_at")
+NUMBER_FIELDS: tuple[str, ...] = ("map_index", "try_number", "selected_instance_count", "preference_rank")
+NUMBER_FIELDS += ("pending_seconds", "training_seconds", "billable_seconds")
 
 
 def _timed(repeats: int, call: Callable[[], T]) -> tuple[float, T]:
@@ -48,8 +60,10 @@ def _timed(repeats: int, call: Callable[[], T]) -> tuple[float, T]:
     return statistics.median(times), result
 
 
-def _request(session: Session, dag_ids: set[str], filters: Filters) -> dict[str, Any]:
-    entries, skipped = query.load_entries(session, dag_ids, filters)
+def _request(
+    session: Session, dag_ids: set[str], filters: Filters, cache: query.RecordCache | None
+) -> dict[str, Any]:
+    entries, skipped = query.load_entries(session, dag_ids, filters, cache)
     result = summarize(entries, filters, skipped=skipped)
     query.with_links(session, result["jobs"]["rows"], "")
     return result
@@ -66,7 +80,7 @@ def _explain(session: Session, dag_ids: set[str], filters: Filters) -> list[str]
 def _profile(session: Session, dag_ids: set[str], filters: Filters, top: int) -> str:
     profiler = cProfile.Profile()
     profiler.enable()
-    _request(session, dag_ids, filters)
+    _request(session, dag_ids, filters, None)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
@@ -94,8 +108,28 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
             return True
 
         links_s, _ = _timed(repeats, links)
-        total_s, _ = _timed(repeats, lambda: _request(session, dag_ids, filters))
+        total_s, _ = _timed(repeats, lambda: _request(session, dag_ids, filters, None))
+        cache = query.RecordCache(query.RECORDS.size)
+        _request(session, dag_ids, filters, cache)
+        cached_s, _ = _timed(repeats, lambda: _request(session, dag_ids, filters, cache))
+        keys = stmt.with_only_columns(
+            XComModel.dag_run_id,
+            XComModel.task_id,
+            XComModel.map_index,
+            XComModel.timestamp,
+            DagRun.run_after,
+        )
+        keys_only_s, _ = _timed(repeats, lambda: session.execute(keys).all())
+        projected = stmt.with_only_columns(
+            *(XComModel.value[name].as_string() for name in TEXT_FIELDS),
+            *(XComModel.value[name].as_float() for name in NUMBER_FIELDS),
+            DagRun.run_after,
+        )
+        projection_s, _ = _timed(repeats, lambda: session.execute(projected).all())
         return {
+            "keys_only_s": keys_only_s,
+            "projection_s": projection_s,
+            "projected_fields": len(TEXT_FIELDS) + len(NUMBER_FIELDS),
             "records": len(rows),
             "sql_text_s": sql_text_s,
             "fetch_s": fetch_s,
@@ -103,6 +137,7 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
             "summarize_s": summarize_s,
             "links_s": links_s,
             "total_s": total_s,
+            "cached_s": cached_s,
             "explain": _explain(session, dag_ids, filters),
             "profile": _profile(session, dag_ids, filters, top),
         }

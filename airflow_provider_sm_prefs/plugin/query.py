@@ -1,15 +1,19 @@
 """Reading capacity records back from Airflow's metadata database, for the DAGs a user may read.
 
-One query reads the records (XCom rows under :data:`~airflow_provider_sm_prefs.record.RECORD_KEY`)
-of the permitted DAGs whose DAG run falls in the range, joined to the run for its ``run_after``; a
-second one, for the page of jobs shown only, reads each job's link. Rows that are not a readable record
-(an older version of the record, anything hand-pushed under the key) are counted, never raised.
+One query lists the records (XCom rows under :data:`~airflow_provider_sm_prefs.record.RECORD_KEY`)
+of the permitted DAGs whose DAG run falls in the range, joined to the run for its ``run_after``, without
+their values; a second one reads the values of the rows not read before (:class:`RecordCache`: decoding
+every JSON value and checking it is most of a request's time); a third one, for the page of jobs shown
+only, reads each job's link. Rows that are not a readable record (an older version of the record,
+anything hand-pushed under the key) are counted, never raised.
 """
 
 from __future__ import annotations
 
+import threading
 import urllib.parse
-from collections.abc import Collection, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +26,61 @@ from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, job_urls
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
 from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord
 
-__all__ = ["dags_with_records", "load_entries", "records_statement", "task_instance_url", "with_links"]
+__all__ = [
+    "RECORDS",
+    "RecordCache",
+    "dags_with_records",
+    "load_entries",
+    "records_statement",
+    "task_instance_url",
+    "with_links",
+]
+
+#: An XCom row of a record: ``(dag_run_id, task_id, map_index, timestamp)``.
+RowKey = tuple[int, str, int, datetime]
+#: Up to this many missing values are read by their runs' ids; more, with the range's query.
+_BY_RUN_IDS = 1000
+
+
+class RecordCache:
+    """Records already read, by XCom row and the time the row was written; the least recently used go first.
+
+    An XCom value is never changed in place: a push under the same key replaces the row, with a new
+    timestamp, so a row's key in the cache always stands for what the database holds. A record takes
+    about 2.3 KB. Thread-safe (the api-server runs the routes in a thread pool).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._records: OrderedDict[RowKey, CapacityRecord | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get_many(self, keys: Iterable[RowKey]) -> dict[RowKey, CapacityRecord | None]:
+        """The cached ones of ``keys`` (None for a row that held no readable record)."""
+        found: dict[RowKey, CapacityRecord | None] = {}
+        with self._lock:
+            for key in keys:
+                if key in self._records:
+                    self._records.move_to_end(key)
+                    found[key] = self._records[key]
+        return found
+
+    def put_many(self, records: Mapping[RowKey, CapacityRecord | None]) -> None:
+        with self._lock:
+            self._records.update(records)
+            while len(self._records) > self.size:
+                self._records.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+
+#: The api-server process's cache: 20,000 records, about 45 MB at most.
+RECORDS = RecordCache(20_000)
 
 
 def records_statement(dag_ids: Collection[str], filters: Filters) -> Select[tuple[Any, datetime]]:
@@ -42,19 +100,58 @@ def records_statement(dag_ids: Collection[str], filters: Filters) -> Select[tupl
     return stmt
 
 
-def load_entries(session: Session, dag_ids: Collection[str], filters: Filters) -> tuple[list[Entry], int]:
-    """The records of ``dag_ids`` (already limited to what the user may read) in range; and how many were skipped."""
+def load_entries(
+    session: Session, dag_ids: Collection[str], filters: Filters, cache: RecordCache | None = RECORDS
+) -> tuple[list[Entry], int]:
+    """The records of ``dag_ids`` (already limited to what the user may read) in range; and how many were skipped.
+
+    Values are read and checked only for rows ``cache`` does not hold (all of them without a cache).
+    """
     if not dag_ids:
         return [], 0
+    stmt = records_statement(dag_ids, filters)
+    listed = [
+        ((run_pk, task_id, map_index, written), run_after)
+        for run_pk, task_id, map_index, written, run_after in session.execute(
+            stmt.with_only_columns(*_ROW_KEY, DagRun.run_after)
+        )
+    ]
+    records = cache.get_many(key for key, _ in listed) if cache is not None else {}
+    missing = {key for key, _ in listed if key not in records}
+    if missing:
+        read = _read_records(session, stmt, missing)
+        records.update(read)
+        if cache is not None:
+            cache.put_many(read)
     entries: list[Entry] = []
     skipped = 0
-    for value, run_after in session.execute(records_statement(dag_ids, filters)):
-        record = CapacityRecord.from_dict(_value(value))
+    for key, run_after in listed:
+        if key not in records:  # replaced between the two reads; the next request reads the new row
+            continue
+        record = records[key]
         if record is None:
             skipped += 1
             continue
         entries.append(Entry(record=record, run_after=run_after))
     return entries, skipped
+
+
+_ROW_KEY = (XComModel.dag_run_id, XComModel.task_id, XComModel.map_index, XComModel.timestamp)
+
+
+def _read_records(
+    session: Session, stmt: Select[tuple[Any, datetime]], keys: set[RowKey]
+) -> dict[RowKey, CapacityRecord | None]:
+    """The records of the rows ``keys`` (None for a row that holds no readable record)."""
+    values = stmt.with_only_columns(*_ROW_KEY, XComModel.value)
+    if len(keys) <= _BY_RUN_IDS:
+        values = values.where(XComModel.dag_run_id.in_(sorted({key[0] for key in keys})))
+    read: dict[RowKey, CapacityRecord | None] = {}
+    for run_pk, task_id, map_index, written, value in session.execute(values):
+        key = (run_pk, task_id, map_index, written)
+        if key in keys:
+            read[key] = CapacityRecord.from_dict(_value(value))
+    return read
 
 
 def _value(raw: Any) -> Any:
