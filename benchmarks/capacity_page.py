@@ -41,10 +41,11 @@ from typing import Any
 from benchmarks.capacity_records import FLEET_DAG, SINGLE_JOB, plan_runs
 from benchmarks.processes import git_revision, machine_info
 from benchmarks.report import table
+from harness.browser import headless_chromium
+from harness.errors import DeploymentError
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "capacity-page"
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 USER = "admin"
 PREFIX = "/sm-prefs"
 API_GOAL_S, PAGE_GOAL_S = 1.0, 2.0
@@ -266,28 +267,10 @@ def profile_rows(profile: Mapping[str, Any]) -> list[list[str]]:
 # -- the page in a browser ---------------------------------------------------------------------------------
 def open_browser() -> Any:
     """Headless Chromium from Debian's packages (``make browser`` installs it), as the e2e tests use."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        raise BenchError(f"{CHROMIUM} or {CHROMEDRIVER} missing: run `make browser` (.ci/chromium.sh)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
+    try:
+        driver = headless_chromium()
+    except DeploymentError as err:
+        raise BenchError(str(err)) from err
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": READY_PROBE})
     return driver
 

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import e2e_reliability
 from e2e_reliability import Ledger
 
+from harness.browser import headless_chromium
 from harness.deployment import LocalAirflow
 
 #: Every DAG the e2e tests trigger; the deployment is ready once all are parsed.
@@ -34,9 +35,6 @@ E2E_DAGS = (
     "e2e_retry",
 )
 
-
-#: Debian's packages (``make e2e`` installs them: .ci/chromium.sh); Selenium downloads no browser.
-_CHROMIUM, _CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 #: Where the session wrote its reliability table, for the terminal summary.
 _TABLE = pytest.StashKey[Path]()
@@ -137,26 +135,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Chromium from Debian's packages (``make e2e`` installs it: .ci/chromium.sh)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = _CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(_CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
+    driver = headless_chromium()
     try:
         yield driver
     finally:
