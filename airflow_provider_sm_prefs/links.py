@@ -128,6 +128,18 @@ class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
             return ""
 
 
+#: Where the api-server mounts the capacity page's app (:mod:`airflow_provider_sm_prefs.plugin`).
+CAPACITY_PAGE_PREFIX = "/sm-prefs"
+
+
+def capacity_page_path() -> str:
+    """The capacity page's path, under the Airflow UI's base path if ``[api] base_url`` has one."""
+    from airflow.configuration import conf
+
+    base = urllib.parse.urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return f"{base}{CAPACITY_PAGE_PREFIX}/"
+
+
 class CapacityHistoryLink(BaseOperatorLink):
     """The capacity page filtered to this task: every capacity decision it made, run after run."""
 
@@ -139,8 +151,6 @@ class CapacityHistoryLink(BaseOperatorLink):
         return self.key
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow_provider_sm_prefs.plugin import capacity_page_path
-
         query = urllib.parse.urlencode({"dag_id": ti_key.dag_id, "task_id": ti_key.task_id})
         return f"{capacity_page_path()}?{query}"
 

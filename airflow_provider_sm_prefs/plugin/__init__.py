@@ -10,22 +10,15 @@ schedulers and task processes that load plugins for other reasons do not pay for
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX, capacity_page_path
+
 __all__ = ["URL_PREFIX", "SageMakerCapacityPlugin", "capacity_page_path"]
 
-#: Where the api-server mounts the app (kept equal to ``api.URL_PREFIX``; a test checks it).
-URL_PREFIX = "/sm-prefs"
-
-
-def capacity_page_path() -> str:
-    """The page's path, under the Airflow UI's base path if ``[api] base_url`` has one."""
-    from airflow.configuration import conf
-
-    base = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
-    return f"{base}{URL_PREFIX}/"
+#: Where the api-server mounts the app.
+URL_PREFIX = CAPACITY_PAGE_PREFIX
 
 
 class _App:

@@ -32,13 +32,14 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.security import HTTPAuthorizationCredentials
 from sqlalchemy import select
 
-from airflow_provider_sm_prefs.plugin import query
+from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX
+from airflow_provider_sm_prefs.plugin.query import dags_with_records, load_entries, with_links
 from airflow_provider_sm_prefs.plugin.stats import Filters, summarize
 
 __all__ = ["URL_PREFIX", "app", "parse_filters"]
 
 #: Where Airflow mounts the app.
-URL_PREFIX = "/sm-prefs"
+URL_PREFIX = CAPACITY_PAGE_PREFIX
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 DEFAULT_RANGE = timedelta(days=30)
 MAX_RANGE = timedelta(days=731)
@@ -135,16 +136,16 @@ def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) ->
     """Everything the page draws, for the query's range and DAG/task."""
     filters = parse_filters(dict(request.query_params))
     dag_ids = _dag_scope(session, readable, filters.dag_id)
-    entries, skipped = query.load_entries(session, dag_ids, filters)
+    entries, skipped = load_entries(session, dag_ids, filters)
     result = summarize(entries, filters, skipped=skipped)
-    query.with_links(session, result["jobs"]["rows"], _ui_root())
+    with_links(session, result["jobs"]["rows"], _ui_root())
     return result
 
 
 @app.get("/api/filters")
 def filters(session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
     """The DAGs the user may read that have capacity records, with the tasks that left them."""
-    dags = query.dags_with_records(session, readable)
+    dags = dags_with_records(session, readable)
     return {"dags": [{"dag_id": dag_id, "tasks": tasks} for dag_id, tasks in dags.items()]}
 
 
