@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from botocore.model import OperationModel, ServiceModel
 
-__all__ = ["INSTANCE_TYPE_SHAPES", "all_instance_types", "instance_types", "operation_model", "service_model"]
+__all__ = [
+    "INSTANCE_TYPE_SHAPES",
+    "all_instance_types",
+    "instance_types",
+    "operation_model",
+    "other_operation_model",
+    "service_model",
+]
 
 #: Shape names of the instance-type enums per job kind.
 INSTANCE_TYPE_SHAPES = {"training": "TrainingInstanceType", "processing": "ProcessingInstanceType"}
@@ -26,6 +33,14 @@ def service_model() -> ServiceModel:
     import botocore.session
 
     return botocore.session.get_session().get_service_model("sagemaker")
+
+
+@cache
+def other_operation_model(service: str, operation: str) -> OperationModel:
+    """The botocore operation model of another service the emulator answers (``pricing``, ``service-quotas``)."""
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model(service).operation_model(operation)
 
 
 @cache

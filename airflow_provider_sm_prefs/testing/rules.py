@@ -21,7 +21,11 @@ from typing import Any
 from botocore.validate import ParamValidator
 
 from airflow_provider_sm_prefs.testing.algorithms import BUILTIN_ALGORITHMS, check_algorithm
-from airflow_provider_sm_prefs.testing.botocore_model import instance_types, operation_model
+from airflow_provider_sm_prefs.testing.botocore_model import (
+    instance_types,
+    operation_model,
+    other_operation_model,
+)
 from airflow_provider_sm_prefs.testing.exceptions import ResourceLimitExceeded, ValidationError
 from airflow_provider_sm_prefs.testing.models import Choice, JobKind, JobSpec
 from airflow_provider_sm_prefs.testing.scenario_types import Scenario, TrainingPlan
@@ -63,13 +67,18 @@ _VALIDATOR = ParamValidator()
 _Fields = list[tuple[str, str]]
 
 
-def validate_shape(operation: str, params: Mapping[str, Any]) -> None:
+def validate_shape(operation: str, params: Mapping[str, Any], service: str = "sagemaker") -> None:
     """Check ``params`` against botocore's input shape: required members, types and minimums.
 
     Unknown members are ignored, as the service ignores fields newer than this model (their lines are
     left out of botocore's report); the rules below look for the few unknown fields that matter (R8, R13).
+
+    :param service: botocore's name of the service (``sagemaker``, ``pricing``, ``service-quotas``).
     """
-    report = _VALIDATOR.validate(params, operation_model(operation).input_shape)
+    model = (
+        operation_model(operation) if service == "sagemaker" else other_operation_model(service, operation)
+    )
+    report = _VALIDATOR.validate(params, model.input_shape)
     if not report.has_errors():
         return
     lines = [line for line in report.generate_report().splitlines() if not line.startswith(_UNKNOWN_MEMBER)]
