@@ -134,3 +134,11 @@ def capacity_record(airflow_db: None) -> Callable[..., dict[str, Any] | None]:
             return None if row is None else XComModel.deserialize_value(row)
 
     return read
+
+
+@pytest.fixture(autouse=True)
+def _fresh_guardrail_cache() -> None:
+    """Each test loads its own scenario at the same endpoint: no quota or price cached by an earlier test."""
+    from airflow_provider_sm_prefs.hooks.preflight import clear_cache
+
+    clear_cache()

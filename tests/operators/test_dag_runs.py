@@ -231,7 +231,10 @@ def test_quota_rejection_names_the_entry_and_creates_nothing(
     sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(scenario(quotas={"training": {G5: 2}}))
-    states, _ = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    # Without the preflight quota check (preflight="prune" would drop the entry and run the job).
+    states, _ = run_test_dag(
+        "t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600, preflight="off"
+    )
     assert states["job"] == "failed"
     assert sm.jobs() == []
     assert f"instance_preferences[1] ({G5}) lacks quota" in logs(capfd)
