@@ -103,7 +103,8 @@ def run_test_dag(airflow_db: None, tmp_path: Path) -> Callable[..., RunResult]:
 
     def run(dag_id: str, **conf: Any) -> RunResult:
         out = tmp_path / f"{dag_id}-out.json"
-        dagrun = getattr(_test_dags(), dag_id).test(run_conf={**conf, "out": str(out)})
+        # Every param, defaults included: a value one run passed must not leak into the next run.
+        dagrun = getattr(_test_dags(), dag_id).test(run_conf={**_test_dags().PARAMS, **conf, "out": str(out)})
         states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
         return states, (json.loads(out.read_text()) if out.exists() else None)
 
