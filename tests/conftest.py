@@ -39,6 +39,8 @@ os.environ.setdefault("SM_PREFS_MAX_POLL_INTERVAL", "0.5")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# The guardrails' look-up cache shared by task processes: one directory per test session.
+os.environ.setdefault("SM_PREFS_CACHE_DIR", tempfile.mkdtemp(prefix="sm-prefs-cache-"))
 os.environ.pop("AWS_PROFILE", None)
 
 

@@ -5,18 +5,18 @@ come from the same connection (region, credentials, ``endpoint_url`` and per-ser
 extra). Each look-up that cannot run — access denied, endpoint unreachable, throttled past a short
 retry — becomes one *unchecked* line and never fails the task.
 
-Results are cached per process (:class:`TtlCache`): prices for a day, quotas for ten minutes; training
-plans are described fresh every time (their free instances change as jobs start). Cache keys hold the
-connection id, region, endpoint and a one-way digest of the access key id — never a secret.
+Results are cached (:class:`~.cache.TtlCache`: in memory and in a per-user directory the task processes
+of a worker share): prices for a day, quotas for ten minutes, failures for five; training plans are
+described fresh every time (their free instances change as jobs start). Cache keys hold the connection
+id, region, endpoint and a one-way digest of the access key id — never a secret.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.guardrails import Facts, PlanFacts, quota_name
+from airflow_provider_sm_prefs.hooks.cache import TtlCache, default_directory
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, retry_sync
 from airflow_provider_sm_prefs.kinds import JobKind
@@ -50,32 +51,7 @@ PREFLIGHT_CLIENT_CONFIG = Config(
 _COMPONENT = {JobKind.TRAINING: "Training", JobKind.PROCESSING: "Processing"}
 
 
-class TtlCache:
-    """A small thread-safe map whose entries expire; failures are never stored."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._items: dict[tuple[Any, ...], tuple[float, Any]] = {}
-
-    def get(self, key: tuple[Any, ...]) -> tuple[bool, Any]:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None or item[0] <= self._clock():
-                self._items.pop(key, None)
-                return False, None
-            return True, item[1]
-
-    def put(self, key: tuple[Any, ...], value: Any, ttl: float) -> None:
-        with self._lock:
-            self._items[key] = (self._clock() + ttl, value)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-_CACHE = TtlCache()
+_CACHE = TtlCache(default_directory() if os.environ.get("SM_PREFS_CACHE_DIR", None) != "" else None)
 
 
 def clear_cache() -> None:

@@ -19,7 +19,6 @@ __all__ = [
     "all_instance_types",
     "instance_types",
     "operation_model",
-    "other_operation_model",
     "service_model",
 ]
 
@@ -36,17 +35,13 @@ def service_model() -> ServiceModel:
 
 
 @cache
-def other_operation_model(service: str, operation: str) -> OperationModel:
-    """The botocore operation model of another service the emulator answers (``pricing``, ``service-quotas``)."""
+def operation_model(operation: str, service: str = "sagemaker") -> OperationModel:
+    """The botocore operation model for ``operation`` of ``service`` (``pricing``, ``service-quotas`` too)."""
+    if service == "sagemaker":
+        return service_model().operation_model(operation)
     import botocore.session
 
     return botocore.session.get_session().get_service_model(service).operation_model(operation)
-
-
-@cache
-def operation_model(operation: str) -> OperationModel:
-    """The botocore operation model for ``operation``."""
-    return service_model().operation_model(operation)
 
 
 @cache

@@ -21,11 +21,7 @@ from typing import Any
 from botocore.validate import ParamValidator
 
 from airflow_provider_sm_prefs.testing.algorithms import BUILTIN_ALGORITHMS, check_algorithm
-from airflow_provider_sm_prefs.testing.botocore_model import (
-    instance_types,
-    operation_model,
-    other_operation_model,
-)
+from airflow_provider_sm_prefs.testing.botocore_model import instance_types, operation_model
 from airflow_provider_sm_prefs.testing.exceptions import ResourceLimitExceeded, ValidationError
 from airflow_provider_sm_prefs.testing.models import Choice, JobKind, JobSpec
 from airflow_provider_sm_prefs.testing.scenario_types import Scenario, TrainingPlan
@@ -75,10 +71,7 @@ def validate_shape(operation: str, params: Mapping[str, Any], service: str = "sa
 
     :param service: botocore's name of the service (``sagemaker``, ``pricing``, ``service-quotas``).
     """
-    model = (
-        operation_model(operation) if service == "sagemaker" else other_operation_model(service, operation)
-    )
-    report = _VALIDATOR.validate(params, model.input_shape)
+    report = _VALIDATOR.validate(params, operation_model(operation, service).input_shape)
     if not report.has_errors():
         return
     lines = [line for line in report.generate_report().splitlines() if not line.startswith(_UNKNOWN_MEMBER)]

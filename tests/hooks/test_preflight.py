@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,18 @@ def test_cache_entries_expire() -> None:
     assert cache.get(("k",)) == (True, 1)
     now[0] = 10.0
     assert cache.get(("k",)) == (False, None)
+
+
+def test_task_processes_share_entries_through_the_directory(tmp_path: Path) -> None:
+    writer, reader = TtlCache(tmp_path / "c"), TtlCache(tmp_path / "c")  # two processes' caches
+    writer.put(("price", "ml.p5.48xlarge", None), 55.04, ttl=60)
+    writer.put(("quotas",), {"ml.p5.48xlarge for training job usage": 0.0}, ttl=60)
+    assert reader.get(("price", "ml.p5.48xlarge", None)) == (True, 55.04)
+    assert reader.get(("quotas",)) == (True, {"ml.p5.48xlarge for training job usage": 0.0})
+    assert oct((tmp_path / "c").stat().st_mode & 0o777) == "0o700"
+    assert not any("testing" in p.read_text() for p in (tmp_path / "c").iterdir())  # no credentials
+    writer.clear()
+    assert TtlCache(tmp_path / "c").get(("quotas",)) == (False, None)
 
 
 def test_the_price_is_read_from_the_matching_component_of_aws_price_list_strings() -> None:
