@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench airflow e2e reliability-doc postgres browser clean
+.PHONY: help install test lint demo bench bench-preflight airflow e2e reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -12,6 +12,7 @@ help:
 	@echo "make lint     - ruff and mypy"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks (not part of make test)"
+	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
 	@echo "make reliability-doc - publish the last e2e run's reliability table (build/reliability) into docs/"
@@ -52,6 +53,9 @@ demo: install
 
 bench: install
 	$(RUN) python -m benchmarks.run
+
+bench-preflight: install
+	$(RUN) python -m benchmarks.preflight
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
