@@ -159,7 +159,7 @@ class Scenario:
     :param capacity_period: when set, every capacity window repeats every this many emulated seconds
         (window times are offsets into the period; an open ``to`` means the period's end).
     :param training_plans: reservations that plan-backed entries draw from.
-    :param faults: injected fault rates for the eight SageMaker operations.
+    :param faults: injected fault rates for the emulated operations.
     :param rate_limits: ``{operation: calls per second}`` above which ``ThrottlingException`` is returned.
     :param phase_seconds: durations of Starting, Downloading, Uploading and Stopping.
     :param builtin_algorithms: extra ``{image repository name: [instance type globs or cpu/gpu]}``.
