@@ -9,6 +9,8 @@ the DAG author wrote it.
 
 from __future__ import annotations
 
+import ast
+import json
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -64,14 +66,13 @@ class GuardrailsMixin:
         """The rendered guardrail arguments, validated (every problem at once)."""
         problems: list[str] = []
         guardrails = requirements = None
+        names = ("max_hourly_cost", "max_cost_increase", "preflight", "prices")
         try:
-            guardrails = Guardrails.of(
-                self.max_hourly_cost, self.max_cost_increase, self.preflight, self.prices
-            )
+            guardrails = Guardrails.of(*(_literal(getattr(self, name)) for name in names))
         except InvalidInstancePreferencesError as err:
             problems.extend(err.problems)
         try:
-            requirements = WorkloadRequirements.from_value(self.requirements)
+            requirements = WorkloadRequirements.from_value(_literal(self.requirements))
         except InvalidInstancePreferencesError as err:
             problems.extend(err.problems)
         if problems or guardrails is None:
@@ -187,6 +188,23 @@ class GuardrailsMixin:
         if note:
             self.log.info("%s", note)
         return outcome
+
+
+def _literal(value: Any) -> Any:
+    """A rendered template's value: Jinja renders text unless the DAG renders native objects, so
+    ``"None"`` is None and ``"{'accelerator': 'cuda'}"`` a dict."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text in ("", "None", "null"):
+        return None
+    if text.startswith("{"):
+        for loader in (json.loads, ast.literal_eval):
+            try:
+                return loader(text)
+            except (ValueError, SyntaxError):
+                continue
+    return value
 
 
 def _job_level_count(kind: JobKind, config: Any) -> int | None:

@@ -64,3 +64,21 @@ def test_invalid_literal_guardrail_arguments_fail_the_dag_import_all_at_once() -
     assert "preflight: 'maybe' is not one of prune, fail, warn, off" in text
     assert "max_hourly_cost: -3 must be a number >= 0" in text
     assert "requirements.accelerator: 'tpu'" in text
+
+
+def test_guardrail_values_rendered_as_text_are_read_back() -> None:
+    """Without render_template_as_native_obj, Jinja hands the operator text."""
+    operator = SageMakerPreferenceTrainingOperator(
+        task_id="t",
+        config=CONFIG,
+        instance_preferences=[P4D],
+        requirements="{{ params.requirements }}",
+        max_hourly_cost="{{ params.cap }}",
+        prices="{{ params.prices }}",
+    )
+    operator.requirements = "{'accelerator': 'cuda', 'efa': True}"
+    operator.max_hourly_cost = "None"
+    operator.prices = '{"ml.p4d.24xlarge": 37.69}'
+    guardrails, requirements = operator._guardrail_settings()
+    assert requirements == WorkloadRequirements(accelerator="cuda", efa=True)
+    assert guardrails.max_hourly_cost is None and guardrails.prices == {P4D: 37.69}
