@@ -4,7 +4,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 
-.PHONY: help install test lint demo bench bench-page airflow airflow-history e2e reliability-doc postgres browser clean
+.PHONY: help install test lint demo bench bench-page bench-preflight airflow airflow-history e2e reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -13,6 +13,7 @@ help:
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks (not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
+	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
@@ -63,6 +64,9 @@ bench: install
 RECORDS ?= 10000
 bench-page: install postgres browser
 	$(RUN) python -m benchmarks.capacity_page --records $(RECORDS)
+
+bench-preflight: install
+	$(RUN) python -m benchmarks.preflight
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -35,6 +35,8 @@ ACCELERATED_PREFIXES: tuple[str, ...] = ("ml.p", "ml.g", "ml.trn")
 DATA_RESOURCE = "data/instance_types.json"
 
 AcceleratorKind = Literal["gpu", "trainium"]
+#: What a training container must be built for: every GPU type SageMaker trains on is NVIDIA's.
+AcceleratorRuntime = Literal["cuda", "neuron", "cpu"]
 
 _TIMES = "\N{MULTIPLICATION SIGN}"
 
@@ -80,6 +82,8 @@ class InstanceSpec:
     :param accelerator_memory_gib: memory per device in GiB, as AWS publishes it (0 for CPU types).
     :param vcpus: vCPUs per instance.
     :param memory_gib: host memory per instance in GiB.
+    :param efa: whether the type supports Elastic Fabric Adapter; None where the catalog could not
+        confirm it.
     """
 
     instance_type: str
@@ -90,10 +94,21 @@ class InstanceSpec:
     accelerator_memory_gib: float
     vcpus: int
     memory_gib: float
+    efa: bool | None
 
     def as_dict(self) -> dict[str, Any]:
         """Every field, JSON-safe."""
         return asdict(self)
+
+    @property
+    def runtime(self) -> AcceleratorRuntime:
+        """The software stack a container needs on this type: ``cuda`` (NVIDIA GPUs), ``neuron``
+        (Trainium) or ``cpu``."""
+        if self.accelerator_kind == "gpu":
+            return "cuda"
+        if self.accelerator_kind == "trainium":
+            return "neuron"
+        return "cpu"
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,3 +84,19 @@ class JobSubmissionError(SageMakerJobError):
     """SageMaker refused the Create request for a reason other than quota."""
 
     summary = "SageMaker refused the job"
+
+
+class PreflightError(SageMakerPreferencesError):
+    """The guardrails before submit left nothing to submit, or ``preflight="fail"`` found an entry that
+    cannot run now. Nothing was sent to Create*.
+
+    :param summary: what was decided.
+    :param lines: one line per entry, naming it, its rank in the list as written, the check and the reason.
+    :param excluded: the exclusions themselves (``guardrails.Exclusion``), for the failure record.
+    """
+
+    def __init__(self, summary: str, lines: Iterable[str], excluded: Iterable[object] = ()) -> None:
+        self.summary = summary
+        self.lines = list(lines)
+        self.excluded = list(excluded)
+        super().__init__(summary + ":\n" + "\n".join(f"  - {line}" for line in self.lines))

@@ -69,6 +69,15 @@ class CapacityOutcome:
     #: CreationTime and the end time SageMaker reports (ISO 8601), when known.
     created_at: str | None = None
     ended_at: str | None = None
+    #: Guardrails before submit (see :mod:`.guardrails`): USD per hour of the selected cluster and of the
+    #: first entry as written, the difference as a fraction, the cost once billable seconds are known,
+    #: the entries left out (``{instance_type, rank, kind, reason}``) and the checks that could not run.
+    hourly_cost: float | None = None
+    first_choice_hourly_cost: float | None = None
+    cost_increase: float | None = None
+    estimated_cost: float | None = None
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -40,6 +40,7 @@ from airflow_provider_sm_prefs import service_model
 from airflow_provider_sm_prefs.catalog import is_accelerated_type as is_accelerated
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.kinds import JobKind as JobKind
+from airflow_provider_sm_prefs.requirements import WorkloadRequirements as WorkloadRequirements
 
 MAX_ENTRIES = 5
 MIN_PENDING_SECONDS = 1800

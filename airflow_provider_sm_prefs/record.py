@@ -39,6 +39,7 @@ class FailureKind(str, Enum):
     STOPPED = "stopped"
     REJECTED = "rejected"
     INVALID_REQUEST = "invalid_request"
+    PREFLIGHT = "preflight"
 
     @classmethod
     def of(cls, error: BaseException) -> FailureKind:
@@ -56,6 +57,7 @@ _KINDS: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (errors.JobStoppedError, FailureKind.STOPPED),
     (errors.JobSubmissionError, FailureKind.REJECTED),
     (errors.InvalidInstancePreferencesError, FailureKind.INVALID_REQUEST),
+    (errors.PreflightError, FailureKind.PREFLIGHT),
 )
 
 
@@ -111,6 +113,13 @@ class CapacityRecord:
     ended_at: str | None = None
     recorded_at: str = ""
     version: int = RECORD_VERSION
+    # Guardrails before submit (added in version 1 with defaults; see outcome.CapacityOutcome).
+    hourly_cost: float | None = None
+    first_choice_hourly_cost: float | None = None
+    cost_increase: float | None = None
+    estimated_cost: float | None = None
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
 
     @classmethod
     def from_outcome(
@@ -136,6 +145,12 @@ class CapacityRecord:
             created_at=outcome.created_at,
             ended_at=outcome.ended_at,
             recorded_at=_now(now),
+            hourly_cost=outcome.hourly_cost,
+            first_choice_hourly_cost=outcome.first_choice_hourly_cost,
+            cost_increase=outcome.cost_increase,
+            estimated_cost=outcome.estimated_cost,
+            excluded=list(outcome.excluded),
+            unchecked=list(outcome.unchecked),
         )
 
     @classmethod
@@ -148,8 +163,13 @@ class CapacityRecord:
         preferences: list[dict[str, Any]],
         region: str | None,
         now: datetime | None = None,
+        guardrails: Mapping[str, Any] | None = None,
     ) -> CapacityRecord:
-        """The record of a try that failed: why, and what is known of the job."""
+        """The record of a try that failed: why, and what is known of the job.
+
+        :param guardrails: ``first_choice_hourly_cost``, ``excluded`` and ``unchecked`` when the guardrails
+            before submit ran (see ``GuardrailReport.record_fields``).
+        """
         status = error.status if isinstance(error, errors.SageMakerJobError) else None
         reason = error.reason if isinstance(error, errors.SageMakerJobError) else str(error)
         return cls(
@@ -163,6 +183,7 @@ class CapacityRecord:
             failure_kind=FailureKind.of(error).value,
             reason=reason,
             recorded_at=_now(now),
+            **dict(guardrails or {}),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -28,6 +28,8 @@ class CapacityRecording:
     _job_name: str | None
     #: The list as submitted, once validated (``InstancePreferenceList.as_list()``).
     _record_preferences: list[dict[str, Any]]
+    #: What the guardrails before submit decided, for a failure record (``GuardrailReport.record_fields``).
+    _record_guardrails: dict[str, Any] | None = None
     hook: Any
     log: Any
 
@@ -75,6 +77,7 @@ class CapacityRecording:
                     getattr(self, "_job_name", None),
                     list(getattr(self, "_record_preferences", []) or []),
                     self._region(),
+                    guardrails=getattr(self, "_record_guardrails", None),
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
                 metrics.emit(record)

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.preferences import InstancePreference
+from airflow_provider_sm_prefs.preferences import InstancePreference, WorkloadRequirements
 
 # Parse-time settings come from the environment only: no Variable, connection or network lookups here.
 POLL_INTERVAL = float(os.environ.get("SM_PREFS_POLL_INTERVAL", "30"))
@@ -89,6 +89,9 @@ with DAG(
         },
         instance_preferences=PREFERENCES,
         max_pending=timedelta(hours=2),
+        # Every entry must be an NVIDIA cluster with room for the model: checked when the DAG is parsed.
+        # Before submit, entries without quota for their count are dropped (preflight="prune").
+        requirements=WorkloadRequirements(accelerator="cuda", min_total_accelerator_memory_gib=320),
         poll_interval=POLL_INTERVAL,
         max_poll_interval=MAX_POLL_INTERVAL,
     )

@@ -33,6 +33,7 @@ UNAUTHORISED_CALLS = frozenset({("sts", "GetCallerIdentity")})
 _JOB_RESOURCE = {
     "TrainingJobName": "training-job",
     "ProcessingJobName": "processing-job",
+    "TrainingPlanName": "training-plan",
 }
 _TAGGING_CREATES = frozenset({"CreateTrainingJob", "CreateProcessingJob"})
 
@@ -86,8 +87,13 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
         resource = "*"
         for param, kind in _JOB_RESOURCE.items():
             if param in call.params:
-                # AWS lower-cases job names in ARNs.
-                resource = f"arn:aws:sagemaker:{region}:{account}:{kind}/{str(call.params[param]).lower()}"
+                value = str(call.params[param])
+                # A training plan may be named by its ARN; AWS lower-cases job names in ARNs.
+                resource = (
+                    value
+                    if value.startswith("arn:")
+                    else f"arn:aws:sagemaker:{region}:{account}:{kind}/{value.lower()}"
+                )
         requests.add(Request(f"sagemaker:{call.operation}", resource))
         if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
             requests.add(

@@ -39,6 +39,8 @@ os.environ.setdefault("SM_PREFS_MAX_POLL_INTERVAL", "0.5")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# The guardrails' look-up cache shared by task processes: one directory per test session.
+os.environ.setdefault("SM_PREFS_CACHE_DIR", tempfile.mkdtemp(prefix="sm-prefs-cache-"))
 os.environ.pop("AWS_PROFILE", None)
 
 
@@ -103,7 +105,8 @@ def run_test_dag(airflow_db: None, tmp_path: Path) -> Callable[..., RunResult]:
 
     def run(dag_id: str, **conf: Any) -> RunResult:
         out = tmp_path / f"{dag_id}-out.json"
-        dagrun = getattr(_test_dags(), dag_id).test(run_conf={**conf, "out": str(out)})
+        # Every param, defaults included: a value one run passed must not leak into the next run.
+        dagrun = getattr(_test_dags(), dag_id).test(run_conf={**_test_dags().PARAMS, **conf, "out": str(out)})
         states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
         return states, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -134,3 +137,11 @@ def capacity_record(airflow_db: None) -> Callable[..., dict[str, Any] | None]:
             return None if row is None else XComModel.deserialize_value(row)
 
     return read
+
+
+@pytest.fixture(autouse=True)
+def _fresh_guardrail_cache() -> None:
+    """Each test loads its own scenario at the same endpoint: no quota or price cached by an earlier test."""
+    from airflow_provider_sm_prefs.hooks.preflight import clear_cache
+
+    clear_cache()

@@ -1,7 +1,7 @@
 """docs/iam-policy.json grants exactly what the provider calls: nothing missing, nothing unused.
 
-The operators, the trigger (capacity and completion waits, the deadline stop and on_kill), the sensor
-and the nightly example DAG run against the offline SageMaker while every botocore and aiobotocore
+The operators (guardrails before submit included: quotas, prices, a training plan), the trigger
+(capacity and completion waits, the deadline stop and on_kill), the sensor and the nightly example DAG run against the offline SageMaker while every botocore and aiobotocore
 call of this process is recorded. Each call becomes the IAM request AWS would authorise (job ARN,
 ``iam:PassRole`` for the role in a Create, ``sagemaker:AddTags`` when a Create carries Tags) and is
 checked against the policy with its placeholder account replaced by the emulator's.
@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.hooks.preflight import clear_cache
 from airflow_provider_sm_prefs.preferences import JobKind, build_request
+from airflow_provider_sm_prefs.testing.operations import SERVICE_OF
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam
 
@@ -125,6 +127,33 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["sensor"] = run.state
             _count(stats, sm.stats())
 
+            # Guardrails before submit: quotas, prices and a per-entry training plan.
+            plan = f"arn:aws:sagemaker:us-east-1:{sm.scenario_dict()['account_id']}:training-plan/later-p5"
+            p5 = "ml.p5.48xlarge"
+            sm.load_scenario(
+                {
+                    "time_scale": 600,
+                    "prices": {p5: 55.04, G5: 20.36},
+                    "training_plans": [{"arn": plan, "instance_type": p5, "count": 1, "from": 864000}],
+                }
+            )
+            clear_cache()  # earlier runs here cached "no price" for these types
+            run = dags.t_train_capacity.test(
+                run_conf={
+                    **dags.PARAMS,
+                    "config": training_config("guarded", ResourceConfig={"VolumeSizeInGB": 50}),
+                    "prefs": [
+                        {"instance_type": p5, "instance_count": 1, "training_plan_arn": plan},
+                        {"instance_type": G5, "instance_count": 1},
+                    ],
+                    "max_pending": 3600,
+                    "max_hourly_cost": 100,
+                    "out": str(out / "g"),
+                }
+            )
+            states["guardrails"] = run.state
+            _count(stats, sm.stats())
+
             # Processing: the trigger's client-side deadline stops the job (StopProcessingJob).
             sm.load_scenario({"time_scale": 1200, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
             run = dags.t_process.test(
@@ -191,6 +220,7 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "tagged": "success",
         "crash-and-reattach": "success",
         "sensor": "success",
+        "guardrails": "success",
         "processing-deadline": "failed",
         "processing-completion": "success",
     }
@@ -202,9 +232,9 @@ def test_every_aws_call_the_provider_makes_is_granted_by_the_policy(exercised: d
     assert iam.denied(policy_for(account), requests) == []
 
 
-def test_every_sagemaker_operation_the_emulator_saw_is_in_the_policy(exercised: dict[str, Any]) -> None:
+def test_every_operation_the_emulator_saw_is_in_the_policy(exercised: dict[str, Any]) -> None:
     granted = iam.granted_actions(policy_for(exercised["account"]))
-    seen = {f"sagemaker:{op}" for op in exercised["stats"]["operations"]}
+    seen = {f"{SERVICE_OF[op]}:{op}" for op in exercised["stats"]["operations"]}
     assert seen and seen <= granted, sorted(seen - granted)
 
 

@@ -61,7 +61,11 @@ def test_a_quota_rejection_leaves_a_record_without_a_job(
 ) -> None:
     sm.load_scenario({**FAST, "quotas": {"training": {G5: 2}}})
     states, _ = run_test_dag(
-        "t_train_capacity", config=training_config("rec-quota"), prefs=NIGHTLY, max_pending=3600
+        "t_train_capacity",
+        config=training_config("rec-quota"),
+        prefs=NIGHTLY,
+        max_pending=3600,
+        preflight="off",
     )
     assert states["job"] == "failed" and sm.jobs() == []
     record = capacity_record("t_train_capacity")

@@ -11,16 +11,15 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.hooks.clock import service_now
+from airflow_provider_sm_prefs.hooks.preflight import PreflightLookups
 from airflow_provider_sm_prefs.hooks.retry import (
     error_code,
     error_message,
@@ -47,22 +46,6 @@ _QUOTA_TYPE = re.compile(r"'(ml\.[a-z0-9.\-]+) for (?:training|processing) job u
 MAX_JOB_NAME = 63
 _MAX_RESUBMIT_SUFFIX = "-r999"
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
-
-
-def service_now(response: Mapping[str, Any]) -> datetime:
-    """The service's clock, from the response's ``Date`` header; the local clock if absent.
-
-    Deadlines are computed on the service clock so that a skewed worker clock (or the offline
-    SageMaker's accelerated clock) cannot move them.
-    """
-    headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
-    date = headers.get("date")
-    if date:
-        try:
-            return parsedate_to_datetime(date).astimezone(UTC)
-        except (TypeError, ValueError):
-            pass
-    return datetime.now(UTC)
 
 
 def sanitize_job_name(name: str, suffix: str = "", max_length: int = MAX_JOB_NAME) -> str:
@@ -130,7 +113,7 @@ class AwsSettings:
         )
 
 
-class SageMakerPreferenceHook(AwsBaseHook):
+class SageMakerPreferenceHook(PreflightLookups, AwsBaseHook):
     """SageMaker calls for instance preference lists, on the amazon provider's ``AwsBaseHook``.
 
     :param aws_conn_id: Airflow connection of type ``aws`` (its extra may set ``endpoint_url``).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import marshal
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -17,6 +16,7 @@ from botocore.exceptions import ClientError
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
@@ -32,6 +32,8 @@ from airflow_provider_sm_prefs.links import (
     SageMakerPreferenceJobLogsLink,
     job_urls,
 )
+from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
+from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
 from airflow_provider_sm_prefs.preferences import (
     InstancePreferenceList,
@@ -44,38 +46,13 @@ from airflow_provider_sm_prefs.status import JobStatus, WaitFor, is_done, job_st
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
-def has_template(value: Any) -> bool:
-    """Whether ``value`` or a string nested in it (dict keys and values, list and tuple items) has Jinja markup."""
-    if isinstance(value, (dict, list, tuple)):
-        # One pass in C for the common literal case: marshal takes only trees of exact builtin types and
-        # writes every string's bytes verbatim, so bytes without markup prove strings without markup.
-        try:
-            blob = marshal.dumps(value)
-        except ValueError:  # some other type in the tree: walk it
-            pass
-        else:
-            if b"{{" not in blob and b"{%" not in blob:
-                return False
-    return _walk_for_template(value)
-
-
-def _walk_for_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, Mapping):
-        return any(_walk_for_template(k) or _walk_for_template(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_walk_for_template(v) for v in value)
-    return False
-
-
 async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
     async for event in trigger.run():
         return dict(event.payload)
     raise RuntimeError("the capacity trigger ended without an event")
 
 
-class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
+class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOperator):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -99,6 +76,11 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
     :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
         the same semantics.
     :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
+    :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).
+    :param max_hourly_cost: USD per hour for an entry's whole cluster; dearer entries are excluded.
+    :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
+    :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailsMixin`).
+    :param prices: ``{instance_type: USD per instance-hour}`` used instead of the Price List API.
     :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
     :param region_name: AWS region; kept when deferring.
     :param verify: TLS verification setting; kept when deferring.
@@ -113,6 +95,7 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         "aws_conn_id",
         "region_name",
         "verify",
+        *GUARDRAIL_FIELDS,
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
     operator_extra_links = (
@@ -133,6 +116,11 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         max_poll_interval: float | None = None,
         deferrable: bool = True,
         stop_job_on_kill: bool = True,
+        requirements: Any = None,
+        max_hourly_cost: float | str | None = None,
+        max_cost_increase: float | str | None = None,
+        preflight: str = "prune",
+        prices: dict[str, float] | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -160,11 +148,20 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+        self.requirements = requirements.as_dict() if hasattr(requirements, "as_dict") else requirements
+        self.max_hourly_cost = max_hourly_cost
+        self.max_cost_increase = max_cost_increase
+        self.preflight = preflight
+        self.prices = prices
         self._job_name: str | None = None
         self._record_preferences: list[dict[str, Any]] = []
+        self._guardrails: dict[str, Any] | None = None
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
+        prefs = None  # the parsed list, when literal
         if not any(has_template(v) for v in (config, self.instance_preferences, max_pending)):
-            check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
+            prefs = check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
+        if not any(has_template(getattr(self, name)) for name in GUARDRAIL_FIELDS):
+            self._check_at_parse_time(prefs, config)
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
@@ -173,6 +170,19 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
     # -- preparation -----------------------------------------------------------------------------------
     def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
         """Validate the rendered arguments; return the request, the list and the client-side deadline."""
+        request, prefs = build_request(
+            self.job_kind, self._rendered_config(), self.instance_preferences, to_seconds(self.max_pending)
+        )
+        max_pending = to_seconds(self.max_pending)
+        if max_pending is None and self.job_kind is JobKind.PROCESSING:
+            self.log.warning(
+                "No max_pending: SageMaker documents no limit on how long a processing job waits for capacity; "
+                "set max_pending to bound it."
+            )
+        return request, prefs, self._deadline(prefs)
+
+    def _rendered_config(self) -> Any:
+        """The rendered config (a string of JSON is read); anything but a dict is reported by build_request."""
         config = self.config
         if isinstance(config, str):
             try:
@@ -181,16 +191,14 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
                 raise errors.InvalidInstancePreferencesError(
                     ["config: rendered to a string that is not JSON"]
                 ) from None
+        return config
+
+    def _deadline(self, prefs: InstancePreferenceList) -> float | None:
+        """The client-side deadline: max_pending where SageMaker enforces none (processing, CPU-only)."""
         max_pending = to_seconds(self.max_pending)
-        request, prefs = build_request(self.job_kind, config, self.instance_preferences, max_pending)
         server_enforced = self.job_kind is JobKind.TRAINING and prefs.waits_for_capacity
         deadline = None if server_enforced else max_pending
-        if max_pending is None and self.job_kind is JobKind.PROCESSING:
-            self.log.warning(
-                "No max_pending: SageMaker documents no limit on how long a processing job waits for capacity; "
-                "set max_pending to bound it."
-            )
-        return request, prefs, (float(deadline) if deadline else None)
+        return float(deadline) if deadline else None
 
     # -- execution -------------------------------------------------------------------------------------
     def _job_kind_value(self) -> str:
@@ -203,6 +211,7 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
     def _submit_and_wait(self, context: Context) -> dict[str, Any] | None:
         try:
             request, prefs, deadline = self.prepare()
+            self._guardrail_settings()
         except errors.InvalidInstancePreferencesError as err:
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
@@ -214,13 +223,21 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         )
 
         existing = self._reattach_or_name(context, base_name)
+        self._guardrails = self._stored_guardrails(context)
         if isinstance(existing, CapacityOutcome):
+            existing = self._with_guardrails(existing, self._guardrails)
             self.log.info(
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
             self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
             return self.push_outcome(context, existing, selection=False)
         job_name, describe = existing
+        if describe is None:
+            # Guardrails before Create: no Create call if nothing remains.
+            request, prefs, report = self._guard(self._rendered_config(), request, prefs)
+            deadline = self._deadline(prefs)
+            self._guardrails = report.as_dict()
+            self._store_guardrails(context, self._guardrails)
         self._job_name = job_name
         request[self._name_field] = job_name
         self._persist_links(context, job_name)
@@ -381,13 +398,19 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
                 self.defer(
                     trigger=self._trigger(wait_for, prefs, deadline, describe),
                     method_name=method,
-                    kwargs={"preferences": prefs.as_list(), "deadline": deadline},
+                    kwargs={
+                        "preferences": prefs.as_list(),
+                        "deadline": deadline,
+                        "guardrails": self._guardrails,
+                    },
                 )
             event = event_from_describe(
                 kind, wait_for, describe, phase, prefs, now=service_now(describe)
             ).as_payload()
         resume: Any = getattr(self, method)
-        result: dict[str, Any] | None = resume(context, event, preferences=prefs.as_list(), deadline=deadline)
+        result: dict[str, Any] | None = resume(
+            context, event, preferences=prefs.as_list(), deadline=deadline, guardrails=self._guardrails
+        )
         return result
 
     def execute_complete(
@@ -396,13 +419,17 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         event: dict[str, Any] | None = None,
         preferences: list[dict[str, Any]] | None = None,
         deadline: float | None = None,
+        guardrails: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked."""
         self._record_preferences = list(preferences or [])
+        # dag.test() resumes with the event alone: the report is also in the task's state store.
+        self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
         with self.recording_failures(context):
             received = CapacityEvent.from_payload(event, self._job_name or "?")
             outcome = received.outcome_or_raise()
             self._job_name = outcome.job_name
+            outcome = self._with_guardrails(outcome, guardrails)
             self.log.info("Capacity acquired: %s", outcome.summary())
             result = self.push_outcome(context, outcome)
             if self.wait_for_completion and not received.job_ended:
@@ -418,11 +445,15 @@ class SageMakerPreferenceBaseOperator(CapacityRecording, BaseOperator):
         event: dict[str, Any] | None = None,
         preferences: list[dict[str, Any]] | None = None,
         deadline: float | None = None,
+        guardrails: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Resume after the job ended."""
         self._record_preferences = list(preferences or [])
+        self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
         with self.recording_failures(context):
             outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
+            report = GuardrailReport.from_dict(guardrails)
+            outcome = report.apply(outcome) if report else outcome
             self.log.info("Job finished: %s", outcome.summary())
             return self.push_outcome(context, outcome, selection=False)
 

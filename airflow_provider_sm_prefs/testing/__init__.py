@@ -2,7 +2,8 @@
 
 Built on moto's server, so S3 and every other service answer at the same endpoint; the eight Training and
 Processing job operations are answered by an emulator that enforces AWS's documented instance-preference
-rules and runs jobs over an emulated clock. See ``docs/emulator.md``.
+rules and runs jobs over an emulated clock, and so are the training plans, Service Quotas and Price List
+look-ups a client makes before it submits. See ``docs/emulator.md``.
 
 >>> from airflow_provider_sm_prefs.testing import OfflineSageMaker
 >>> with OfflineSageMaker(scenario="first-choice-scarce") as sm:  # doctest: +SKIP
@@ -13,14 +14,15 @@ so the pytest plugin and the job helpers do not pay for the server, PyYAML, moto
 
 Modules, from the bottom up (a module imports only modules above it in this list):
 
-- leaves: :mod:`.exceptions` (service and scenario errors), :mod:`.operations` (the eight emulated
+- leaves: :mod:`.exceptions` (service and scenario errors), :mod:`.operations` (the emulated
   operations), :mod:`.botocore_model` (botocore's SageMaker model), :mod:`.scenario_types` (what a
   scenario is), :mod:`.models` (jobs), :mod:`.stats` (call counters), :mod:`.view` (HTML pages),
   :mod:`.jobs` (request helpers for tests);
 - scenarios: :mod:`.scenario_fields` (validation per section), :mod:`.scenario` (loading; public);
 - simulation: :mod:`.clock` (emulated time, event heap), :mod:`.capacity` (pools, waiting jobs),
   :mod:`.engine` (job lifecycle);
-- the API: :mod:`.algorithms` (R10), :mod:`.rules` (request validation), :mod:`.api` (the operations);
+- the API: :mod:`.algorithms` (R10), :mod:`.rules` (request validation), :mod:`.account_api` (plans,
+  quotas, prices), :mod:`.api` (the operations);
 - HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.admin`
   (admin route table), :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app),
   :mod:`.handler` (fast path), :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users

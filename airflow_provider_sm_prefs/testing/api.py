@@ -1,4 +1,4 @@
-"""The eight SageMaker operations the emulator answers itself: JSON params in, JSON-ready dict out.
+"""The SageMaker operations the emulator answers itself: JSON params in, JSON-ready dict out.
 
 Shapes follow botocore's service model (``DescribeTrainingJobResponse`` etc.). Timestamps are emulated
 epoch seconds, which botocore's JSON parser turns into datetimes. For jobs created with
@@ -14,15 +14,17 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_provider_sm_prefs.testing.account_api import AccountApi
 from airflow_provider_sm_prefs.testing.botocore_model import service_model
 from airflow_provider_sm_prefs.testing.engine import Engine
 from airflow_provider_sm_prefs.testing.exceptions import (
+    AccessDenied,
     SerializationError,
     UnknownOperation,
     ValidationError,
 )
 from airflow_provider_sm_prefs.testing.models import Job, JobKind
-from airflow_provider_sm_prefs.testing.operations import OPERATIONS
+from airflow_provider_sm_prefs.testing.operations import OPERATIONS, SERVICE_OF
 from airflow_provider_sm_prefs.testing.rules import (
     check_quotas,
     processing_job_spec,
@@ -78,6 +80,8 @@ class SageMakerApi:
             "StopProcessingJob": self._stop_processing,
             "ListProcessingJobs": self._list_processing,
         }
+        # Training plans, Service Quotas and the Price List API: what clients check before a Create.
+        self._handlers.update(AccountApi(engine).handlers())
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one operation at the emulated now; raises :class:`~.exceptions.ApiError` for client errors."""
@@ -86,6 +90,12 @@ class SageMakerApi:
             raise UnknownOperation(f"Operation {operation} is not emulated")
         if not isinstance(params, dict):
             raise SerializationError("Request body must be a JSON object")
+        if operation in self.engine.scenario.access_denied:
+            action = f"{SERVICE_OF[operation]}:{operation}"
+            raise AccessDenied(
+                f"User: arn:aws:iam::{self.engine.scenario.account_id}:user/offline is not authorized to perform: "
+                f"{action} because no identity-based policy allows the {action} action"
+            )
         now = self.engine.sync()
         return handler(params, now)
 

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from botocore.model import OperationModel, ServiceModel
 
-__all__ = ["INSTANCE_TYPE_SHAPES", "all_instance_types", "instance_types", "operation_model", "service_model"]
+__all__ = [
+    "INSTANCE_TYPE_SHAPES",
+    "all_instance_types",
+    "instance_types",
+    "operation_model",
+    "service_model",
+]
 
 #: Shape names of the instance-type enums per job kind.
 INSTANCE_TYPE_SHAPES = {"training": "TrainingInstanceType", "processing": "ProcessingInstanceType"}
@@ -29,9 +35,13 @@ def service_model() -> ServiceModel:
 
 
 @cache
-def operation_model(operation: str) -> OperationModel:
-    """The botocore operation model for ``operation``."""
-    return service_model().operation_model(operation)
+def operation_model(operation: str, service: str = "sagemaker") -> OperationModel:
+    """The botocore operation model for ``operation`` of ``service`` (``pricing``, ``service-quotas`` too)."""
+    if service == "sagemaker":
+        return service_model().operation_model(operation)
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model(service).operation_model(operation)
 
 
 @cache

@@ -88,6 +88,10 @@ class CapacityPools:
         """Instances of ``instance_type`` held right now by jobs of ``kind`` (for quota checks)."""
         return self._held_by_kind.get((kind, instance_type), 0)
 
+    def in_use(self, key: PoolKey) -> int:
+        """Instances of a pool held right now."""
+        return self._in_use.get(key, 0)
+
     def available(self, key: PoolKey, when: float) -> float:
         """Free instances in a pool (``inf`` when unlimited) at emulated time ``when``."""
         return self._limit(key, when) - self._in_use.get(key, 0)
@@ -210,7 +214,9 @@ class CapacityPools:
         kind, name = key
         if kind == "plan":
             plan = self._scenario.plan(name)
-            if plan is None or not (self._clock.at(plan.start) <= now < self._clock.at(plan.end)):
+            if plan is None or plan.status not in (None, "Active"):
+                return 0
+            if not (self._clock.at(plan.start) <= now < self._clock.at(plan.end)):
                 return 0
             return plan.count
         if self._scenario.capacity_period is not None:

@@ -144,7 +144,7 @@ class EmulatorControls:
         drop_rate: float | None = None,
         rate_limits: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Change fault injection for the eight SageMaker operations; None keeps a setting."""
+        """Change fault injection for the emulated operations; None keeps a setting."""
         body: dict[str, Any] = {
             key: value
             for key, value in {

@@ -155,6 +155,14 @@ class Engine:
         """Instances of ``instance_type`` held right now by jobs of ``kind`` (for quota checks)."""
         return self._pools.utilization(kind, instance_type)
 
+    def plan_in_use(self, arn: str) -> int:
+        """Instances of the training plan ``arn`` held right now."""
+        return self._pools.in_use(("plan", arn))
+
+    def epoch_at(self, offset: float) -> float:
+        """Emulated epoch of a scenario time (seconds since the world started)."""
+        return self._clock.at(offset)
+
     def available(self, key: PoolKey, at: float | None = None) -> float:
         """Free instances in a pool (``inf`` when unlimited) at emulated time ``at`` (default: now)."""
         return self._pools.available(key, self.now() if at is None else at)

@@ -9,8 +9,10 @@ error code (``__type``) and a message. They carry no HTTP status; the HTTP layer
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
     "ApiError",
     "InternalFailure",
+    "NotFound",
     "ResourceInUse",
     "ResourceLimitExceeded",
     "ResourceNotFound",
@@ -97,6 +99,17 @@ class ServiceUnavailable(ApiError):
 
     def __init__(self, message: str = "Service is unavailable.") -> None:
         super().__init__("ServiceUnavailable", message)
+
+
+class AccessDenied(ApiError):
+    """``AccessDeniedException``: the caller's policy does not allow the operation."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("AccessDeniedException", message)
+
+
+class NotFound(ApiError):
+    """A named resource of a service that answers ``ResourceNotFound`` / ``NoSuchResourceException``."""
 
 
 class ScenarioError(ValueError):

@@ -1,4 +1,4 @@
-"""Fault injection for the eight emulated SageMaker operations: connection drops, throttling, 5xx, latency.
+"""Fault injection for the emulated operations: connection drops, throttling, 5xx, latency.
 
 Per call, in this order: ``drop_rate`` closes the connection; the per-operation rate limit (a token
 bucket) and ``throttle_rate`` throttle; ``error_rate`` answers 500 or 503. Draws come from one seeded

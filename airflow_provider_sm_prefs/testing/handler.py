@@ -1,7 +1,7 @@
 """The HTTP request handler of the offline SageMaker: moto's, quiet, with a keep-alive fast path.
 
 werkzeug's development server closes the connection after every response and builds a full WSGI environ
-per request. For the eight emulated operations (the hot path: clients poll Describe* in loops) this
+per request. For the emulated operations (the hot path: clients poll Describe* in loops) this
 handler answers directly, keeps the connection open and writes the response in one send. Everything else
 takes werkzeug's path to the WSGI app (:mod:`.wsgi`) unchanged. Imports moto: load it only to serve.
 """

@@ -1,27 +1,55 @@
-"""The eight SageMaker operations the emulator answers itself (everything else goes to moto). A leaf.
+"""The operations the emulator answers itself (everything else goes to moto). A leaf.
 
-Requests name their operation in the ``X-Amz-Target`` header (``SageMaker.<Operation>``, AWS's JSON
-protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast path.
+Requests name their operation in the ``X-Amz-Target`` header (``<target prefix>.<Operation>``, AWS's
+JSON protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast
+path. Besides the eight SageMaker job operations, the emulator serves what a client checks before it
+submits: training plans (SageMaker), Service Quotas and the Price List API, from the same scenario.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["JOB_NAME_PARAM", "OPERATIONS", "TARGET_PREFIX", "emulated_operation"]
+__all__ = [
+    "JOB_NAME_PARAM",
+    "OPERATIONS",
+    "SERVICE_OF",
+    "TARGET_PREFIX",
+    "TARGET_PREFIXES",
+    "emulated_operation",
+]
 
-OPERATIONS: frozenset[str] = frozenset(
-    {
-        "CreateTrainingJob",
-        "DescribeTrainingJob",
-        "StopTrainingJob",
-        "ListTrainingJobs",
-        "CreateProcessingJob",
-        "DescribeProcessingJob",
-        "StopProcessingJob",
-        "ListProcessingJobs",
-    }
-)
+#: ``X-Amz-Target`` values of SageMaker operations start with this.
+TARGET_PREFIX = "SageMaker."
+
+#: Emulated operations per target prefix, with the IAM service prefix that authorises them.
+TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
+    "SageMaker": (
+        "sagemaker",
+        frozenset(
+            {
+                "CreateTrainingJob",
+                "DescribeTrainingJob",
+                "StopTrainingJob",
+                "ListTrainingJobs",
+                "CreateProcessingJob",
+                "DescribeProcessingJob",
+                "StopProcessingJob",
+                "ListProcessingJobs",
+                "DescribeTrainingPlan",
+                "ListTrainingPlans",
+            }
+        ),
+    ),
+    "ServiceQuotasV20190624": ("servicequotas", frozenset({"ListServiceQuotas", "GetServiceQuota"})),
+    "AWSPriceListService": ("pricing", frozenset({"GetProducts"})),
+}
+
+#: Every emulated operation (names are unique across the services).
+OPERATIONS: frozenset[str] = frozenset().union(*(ops for _, ops in TARGET_PREFIXES.values()))
+
+#: The IAM service prefix of each emulated operation (``sagemaker``, ``servicequotas``, ``pricing``).
+SERVICE_OF: Mapping[str, str] = {op: service for service, ops in TARGET_PREFIXES.values() for op in ops}
 
 #: The request parameter that names the job, per operation (for per-job call counts).
 JOB_NAME_PARAM: Mapping[str, str] = {
@@ -33,13 +61,11 @@ JOB_NAME_PARAM: Mapping[str, str] = {
     "StopProcessingJob": "ProcessingJobName",
 }
 
-#: ``X-Amz-Target`` values of SageMaker operations start with this.
-TARGET_PREFIX = "SageMaker."
-
 
 def emulated_operation(target: str | None) -> str | None:
-    """The emulated operation an ``X-Amz-Target`` header names, or None (not SageMaker, or not emulated)."""
-    if not target or not target.startswith(TARGET_PREFIX):
+    """The emulated operation an ``X-Amz-Target`` header names, or None (another service, or not emulated)."""
+    if not target:
         return None
-    operation = target[len(TARGET_PREFIX) :]
-    return operation if operation in OPERATIONS else None
+    prefix, _, operation = target.partition(".")
+    entry = TARGET_PREFIXES.get(prefix)
+    return operation if entry is not None and operation in entry[1] else None

@@ -63,13 +63,15 @@ _VALIDATOR = ParamValidator()
 _Fields = list[tuple[str, str]]
 
 
-def validate_shape(operation: str, params: Mapping[str, Any]) -> None:
+def validate_shape(operation: str, params: Mapping[str, Any], service: str = "sagemaker") -> None:
     """Check ``params`` against botocore's input shape: required members, types and minimums.
 
     Unknown members are ignored, as the service ignores fields newer than this model (their lines are
     left out of botocore's report); the rules below look for the few unknown fields that matter (R8, R13).
+
+    :param service: botocore's name of the service (``sagemaker``, ``pricing``, ``service-quotas``).
     """
-    report = _VALIDATOR.validate(params, operation_model(operation).input_shape)
+    report = _VALIDATOR.validate(params, operation_model(operation, service).input_shape)
     if not report.has_errors():
         return
     lines = [line for line in report.generate_report().splitlines() if not line.startswith(_UNKNOWN_MEMBER)]

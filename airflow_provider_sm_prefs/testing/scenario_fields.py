@@ -23,6 +23,7 @@ from airflow_provider_sm_prefs.testing.operations import OPERATIONS
 from airflow_provider_sm_prefs.testing.scenario_types import (
     FAULT_KEYS,
     PHASES,
+    PLAN_STATUSES,
     CapacityWindow,
     Faults,
     PhaseSeconds,
@@ -54,11 +55,13 @@ TOP_LEVEL_KEYS = frozenset(
         "account_id",
         "builtin_algorithms",
         "seed",
+        "prices",
+        "access_denied",
     }
 )
 _JOB_KINDS = ("training", "processing")
 _WINDOW_KEYS = ("from", "to", "free")
-_PLAN_KEYS = ("arn", "instance_type", "count", "from", "to")
+_PLAN_KEYS = ("arn", "instance_type", "count", "from", "to", "status")
 _PLAN_ARN_PREFIX = "arn:aws:sagemaker:"
 
 Section = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -223,7 +226,13 @@ def _training_plan(raw: Any, where: str, plans: Sequence[TrainingPlan]) -> Train
         raise ScenarioError(f"{where}.instance_type: must be one instance type, got {instance_type!r}")
     _instance_type_key(instance_type, where)
     start, end = _span(item, where)
-    return TrainingPlan(arn, instance_type, _integer(item["count"], f"{where}.count"), start, end)
+    status = item.get("status")
+    if status is not None and status not in PLAN_STATUSES:
+        raise ScenarioError(
+            f"{where}.status: must be one of {', '.join(PLAN_STATUSES)} (or left out to follow the window), "
+            f"got {status!r}"
+        )
+    return TrainingPlan(arn, instance_type, _integer(item["count"], f"{where}.count"), start, end, status)
 
 
 def _algorithm_patterns(patterns: Any, where: str) -> tuple[str, ...]:
@@ -344,6 +353,45 @@ def _builtin_algorithms(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"builtin_algorithms": algorithms}
 
 
+def _price(value: Any, where: str) -> float:
+    number = _number(value, where)
+    if number <= 0:
+        raise ScenarioError(f"{where}: must be a price in USD per instance-hour above 0, got {value!r}")
+    return number
+
+
+def _prices(data: Mapping[str, Any]) -> dict[str, Any]:
+    prices: dict[str, dict[str, float]] = {}
+    for instance_type, raw in _mapping(data.get("prices"), "prices").items():
+        where = f"prices.{instance_type}"
+        if isinstance(instance_type, str) and is_glob(instance_type):
+            raise ScenarioError(f"{where}: name one instance type per price (no patterns)")
+        _instance_type_key(instance_type, "prices")
+        if isinstance(raw, Mapping):
+            if not raw:
+                raise ScenarioError(
+                    f"{where}: give a price for at least one region, e.g. {{us-east-1: 37.69}}"
+                )
+            prices[instance_type] = {
+                _region(region, f"{where}.{region}"): _price(value, f"{where}.{region}")
+                for region, value in raw.items()
+            }
+        else:
+            # A bare number is the price in every region.
+            prices[instance_type] = {"*": _price(raw, where)}
+    return {"prices": prices}
+
+
+def _access_denied(data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = data.get("access_denied") or []
+    if not _list(raw):
+        raise ScenarioError("access_denied: must be a list of operation names, e.g. [GetProducts]")
+    for index, op in enumerate(raw):
+        if op not in OPERATIONS:
+            raise unknown_key(f"access_denied[{index}]", op, OPERATIONS)
+    return {"access_denied": frozenset(raw)}
+
+
 #: The sections in file order; each returns its part of the :class:`Scenario` keyword arguments.
 SECTIONS: tuple[Section, ...] = (
     _settings(_GENERAL),
@@ -356,4 +404,6 @@ SECTIONS: tuple[Section, ...] = (
     _settings(_IDENTITY),
     _builtin_algorithms,
     _settings(_SEED),
+    _prices,
+    _access_denied,
 )

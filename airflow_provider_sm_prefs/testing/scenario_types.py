@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_PENDING_SECONDS",
     "FAULT_KEYS",
     "PHASES",
+    "PLAN_STATUSES",
     "CapacityWindow",
     "Faults",
     "PhaseSeconds",
@@ -76,15 +77,29 @@ class CapacityWindow:
         return out
 
 
+#: Statuses a scenario may pin a training plan to (AWS's ``TrainingPlanStatus``).
+PLAN_STATUSES = ("Pending", "Active", "Scheduled", "Expired", "Failed")
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
-    """A reservation of ``count`` instances of one type, usable within ``[start, end)``."""
+    """A reservation of ``count`` instances of one type, usable within ``[start, end)``.
+
+    ``status`` pins the status DescribeTrainingPlan reports (and a plan that is not ``Active`` lends no
+    instances); None derives it from the window: Scheduled before, Active within, Expired after.
+    """
 
     arn: str
     instance_type: str
     count: int
     start: float
     end: float
+    status: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The plan's name: the ARN's last part."""
+        return self.arn.rsplit("/", 1)[-1]
 
     def as_dict(self) -> dict[str, Any]:
         """Render in the scenario file's form."""
@@ -96,6 +111,8 @@ class TrainingPlan:
         }
         if not math.isinf(self.end):
             out["to"] = self.end
+        if self.status is not None:
+            out["status"] = self.status
         return out
 
 
@@ -143,10 +160,13 @@ class Scenario:
     :param capacity_period: when set, every capacity window repeats every this many emulated seconds
         (window times are offsets into the period; an open ``to`` means the period's end).
     :param training_plans: reservations that plan-backed entries draw from.
-    :param faults: injected fault rates for the eight SageMaker operations.
+    :param faults: injected fault rates for the emulated operations.
     :param rate_limits: ``{operation: calls per second}`` above which ``ThrottlingException`` is returned.
     :param phase_seconds: durations of Starting, Downloading, Uploading and Stopping.
     :param builtin_algorithms: extra ``{image repository name: [instance type globs or cpu/gpu]}``.
+    :param prices: ``{instance type: {region or "*": USD per instance-hour}}`` for the Price List API;
+        a type without a price in a region is not offered there.
+    :param access_denied: operations answered with ``AccessDeniedException``.
     """
 
     name: str = "custom"
@@ -169,6 +189,13 @@ class Scenario:
     account_id: str = "123456789012"
     builtin_algorithms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     seed: int | None = None
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    access_denied: frozenset[str] = frozenset()
+
+    def price(self, instance_type: str, region: str) -> float | None:
+        """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
+        by_region = self.prices.get(instance_type) or {}
+        return by_region.get(region, by_region.get("*"))
 
     @property
     def effective_processing_runtime(self) -> float:
@@ -233,6 +260,10 @@ class Scenario:
             out["processing_runtime_seconds"] = self.processing_runtime_seconds
         if self.seed is not None:
             out["seed"] = self.seed
+        if self.prices:
+            out["prices"] = {t: dict(by_region) for t, by_region in self.prices.items()}
+        if self.access_denied:
+            out["access_denied"] = sorted(self.access_denied)
         return out
 
 

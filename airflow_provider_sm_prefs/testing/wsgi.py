@@ -2,7 +2,7 @@
 
 Requests are routed in this order:
 
-1. ``X-Amz-Target: SageMaker.<Op>`` for the eight emulated operations -> the emulator (served by the
+1. ``X-Amz-Target: <prefix>.<Op>`` for the emulated operations -> the emulator (served by the
    request handler's fast path (:mod:`.handler`) when it can, by this app otherwise);
 2. paths under ``/_emulator/view`` -> human-readable job pages (:mod:`.view`), then the rest of
    ``/_emulator/`` -> admin routes (:mod:`.admin`, never faulted);

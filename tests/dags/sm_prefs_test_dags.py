@@ -16,7 +16,19 @@ from airflow_provider_sm_prefs.outcome import XComKey
 from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
 
 POLL = 0.2
-PARAMS: dict[str, Any] = {"config": {}, "prefs": None, "max_pending": None, "out": "", "job_name": ""}
+PARAMS: dict[str, Any] = {
+    "config": {},
+    "prefs": None,
+    "max_pending": None,
+    "out": "",
+    "job_name": "",
+    # Guardrails before submit (the operators' defaults).
+    "preflight": "prune",
+    "requirements": None,
+    "max_hourly_cost": None,
+    "max_cost_increase": None,
+    "prices": None,
+}
 
 
 class CrashAfterCreateTrainingOperator(SageMakerPreferenceTrainingOperator):
@@ -70,6 +82,11 @@ def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
             config="{{ params.config }}",
             instance_preferences="{{ params.prefs }}",
             max_pending="{{ params.max_pending }}",
+            preflight="{{ params.preflight }}",
+            requirements="{{ params.requirements }}",
+            max_hourly_cost="{{ params.max_hourly_cost }}",
+            max_cost_increase="{{ params.max_cost_increase }}",
+            prices="{{ params.prices }}",
             poll_interval=POLL,
             **kwargs,
         )

@@ -117,11 +117,14 @@ def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestam
 ) -> None:
     sm.load_scenario(
         scenario(
+            # 1800 emulated seconds are 9 real seconds: the task starts (and looks up its guardrails)
+            # well within them on a loaded 2-core machine, so the job does wait in Pending.
+            time_scale=200,
             capacity={
                 G6: [{"from": 0, "free": 0}],
                 G5: [{"from": 0, "free": 0}],
                 P4D: [{"from": 0, "to": 1800, "free": 0}, {"from": 1800, "free": 4}],
-            }
+            },
         )
     )
     states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
@@ -231,7 +234,10 @@ def test_quota_rejection_names_the_entry_and_creates_nothing(
     sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     sm.load_scenario(scenario(quotas={"training": {G5: 2}}))
-    states, _ = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    # Without the preflight quota check (preflight="prune" would drop the entry and run the job).
+    states, _ = run_test_dag(
+        "t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600, preflight="off"
+    )
     assert states["job"] == "failed"
     assert sm.jobs() == []
     assert f"instance_preferences[1] ({G5}) lacks quota" in logs(capfd)

@@ -1,0 +1,230 @@
+"""The operators' guardrails before submit: workload requirements, preflight, price caps (orchestration).
+
+The decisions are pure (:mod:`airflow_provider_sm_prefs.guardrails`, :mod:`airflow_provider_sm_prefs.requirements`);
+the look-ups are the hook's (:mod:`airflow_provider_sm_prefs.hooks.preflight`). This mixin validates
+the arguments (literal ones at DAG parse time), runs the checks in ``execute`` before Create*, submits
+what remains as a request re-validated by the preference model, and maps the outcome back to the list as
+the DAG author wrote it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError, PreflightError
+from airflow_provider_sm_prefs.guardrails import (
+    GuardrailReport,
+    Guardrails,
+    Preflight,
+    evaluate,
+    kept_entries,
+)
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request, to_seconds
+from airflow_provider_sm_prefs.requirements import (
+    MixedAcceleratorRuntimesWarning,
+    WorkloadRequirements,
+    mixed_runtimes,
+)
+
+__all__ = ["GUARDRAIL_FIELDS", "GuardrailsMixin"]
+
+#: The operators' guardrail arguments (all templated).
+GUARDRAIL_FIELDS = ("requirements", "max_hourly_cost", "max_cost_increase", "preflight", "prices")
+
+
+class GuardrailsMixin:
+    """Guardrails of :class:`~airflow_provider_sm_prefs.operators.sagemaker.SageMakerPreferenceBaseOperator`.
+
+    ``preflight`` decides what happens to entries that cannot run now — too little quota for their
+    count, a training plan that is not Active, lacks instances or has ended, a type not offered in the
+    region: ``prune`` drops them and submits the rest, ``fail`` fails the task, ``warn`` only logs,
+    ``off`` skips these checks. Price caps exclude entries whatever ``preflight`` says. When nothing
+    remains the task fails with one line per entry, before any Create*.
+    """
+
+    job_kind: ClassVar[JobKind]
+    requirements: Any
+    max_hourly_cost: Any
+    max_cost_increase: Any
+    preflight: Any
+    prices: Any
+    max_pending: Any
+    hook: Any
+    log: Any
+    _record_guardrails: dict[str, Any] | None
+
+    def _guardrail_settings(self) -> tuple[Guardrails, WorkloadRequirements | None]:
+        """The rendered guardrail arguments, validated (every problem at once)."""
+        problems: list[str] = []
+        guardrails = requirements = None
+        names = ("max_hourly_cost", "max_cost_increase", "preflight", "prices")
+        try:
+            guardrails = Guardrails.of(*(_literal(getattr(self, name)) for name in names))
+        except InvalidInstancePreferencesError as err:
+            problems.extend(err.problems)
+        try:
+            requirements = WorkloadRequirements.from_value(_literal(self.requirements))
+        except InvalidInstancePreferencesError as err:
+            problems.extend(err.problems)
+        if problems or guardrails is None:
+            raise InvalidInstancePreferencesError(problems)
+        return guardrails, requirements
+
+    def _check_workload(
+        self,
+        prefs: InstancePreferenceList,
+        default_count: int | None,
+        requirements: WorkloadRequirements | None,
+    ) -> str | None:
+        """Entries that do not meet ``requirements`` are an error; returns a warning to give, if any."""
+        if requirements is None:
+            return mixed_runtimes(prefs)
+        problems = requirements.problems(prefs, default_count)
+        if problems:
+            raise InvalidInstancePreferencesError(problems)
+        unknown = requirements.unverifiable(prefs)
+        return "; ".join(unknown) if unknown else None
+
+    def _check_at_parse_time(self, prefs: InstancePreferenceList | None, config: Any) -> None:
+        """Literal guardrail arguments fail the DAG import; a mixed list gets a warning."""
+        _, requirements = self._guardrail_settings()
+        if prefs is None:
+            return
+        warning = self._check_workload(prefs, _job_level_count(self.job_kind, config), requirements)
+        if warning:
+            warnings.warn(warning, MixedAcceleratorRuntimesWarning, stacklevel=4)
+
+    # -- execute ---------------------------------------------------------------------------------------
+    def _guard(
+        self, config: Mapping[str, Any], request: dict[str, Any], prefs: InstancePreferenceList
+    ) -> tuple[dict[str, Any], InstancePreferenceList, GuardrailReport]:
+        """Run the guardrails before Create*; returns the request to send, its list and the report.
+
+        :raises AirflowFailException: when nothing remains or ``preflight="fail"`` found a problem.
+        """
+        guardrails, requirements = self._guardrail_settings()
+        default_count = _job_level_count(self.job_kind, request)
+        warning = self._check_workload(prefs, default_count, requirements)
+        if warning:
+            self.log.warning("%s", warning)
+        checks = guardrails.preflight is not Preflight.OFF
+        facts = self.hook.preflight_facts(
+            self.job_kind,
+            [(e.instance_type, e.training_plan_arn) for e in prefs],
+            checks=checks,
+            prices=guardrails.needs_prices(),
+            known_prices=guardrails.prices,
+        )
+        for line in facts.unchecked:
+            self.log.warning("Guardrail unchecked (never blocks the job): %s", line)
+        try:
+            report = evaluate(prefs, default_count, guardrails, facts)
+        except PreflightError as err:
+            self._record_guardrails = {
+                "excluded": [x.as_dict() for x in err.excluded],  # type: ignore[attr-defined]
+                "unchecked": list(facts.unchecked),
+            }
+            for line in err.lines:
+                self.log.error("Guardrail: %s", line)
+            raise AirflowFailException(str(err)) from err
+        self._record_guardrails = report.record_fields()
+        for line in report.warnings:
+            self.log.warning("Preflight (warn only, entry kept): %s", line)
+        for item in report.excluded:
+            self.log.warning(
+                "Excluded instance_preferences[%d] %s (%s): %s",
+                item["rank"] - 1,
+                item["instance_type"],
+                item["kind"],
+                item["reason"],
+            )
+        if len(report.kept) == len(prefs):
+            return request, prefs, report
+        kept = [e.as_dict() for e in kept_entries(prefs, report)]
+        request, submitted = build_request(
+            self.job_kind, _without_list(self.job_kind, config), kept, to_seconds(self.max_pending)
+        )
+        self.log.info(
+            "Submitting %d of %d entries (ranks %s of the list as written): %s",
+            len(submitted),
+            len(prefs),
+            ", ".join(str(r) for r in report.kept),
+            submitted.describe(default_count),
+        )
+        return request, submitted, report
+
+    def _stored_guardrails(self, context: Any) -> dict[str, Any] | None:
+        """The guardrail report an earlier try of this task submitted its job with."""
+        store = context.get("task_state_store")
+        state = store.get(STATE_KEY) if store is not None else None
+        report = state.get("guardrails") if isinstance(state, Mapping) else None
+        return dict(report) if isinstance(report, Mapping) else None
+
+    def _store_guardrails(self, context: Any, report: Mapping[str, Any]) -> None:
+        """Keep the report next to the job name, so a retry that reattaches reports the same ranks."""
+        store = context.get("task_state_store")
+        state = store.get(STATE_KEY) if store is not None else None
+        if store is not None and isinstance(state, Mapping):
+            store.set(STATE_KEY, {**state, "guardrails": dict(report)})
+
+    def _with_guardrails(
+        self, outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None
+    ) -> CapacityOutcome:
+        """The outcome in terms of the list as written, with its cost; logs what the selection costs."""
+        report = GuardrailReport.from_dict(guardrails)
+        if report is None:
+            return outcome
+        outcome = report.apply(outcome)
+        note = report.selection_note(outcome)
+        if note:
+            self.log.info("%s", note)
+        return outcome
+
+
+def _literal(value: Any) -> Any:
+    """A rendered template's value: Jinja renders text unless the DAG renders native objects, so
+    ``"None"`` is None and ``"{'accelerator': 'cuda'}"`` a dict."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text in ("", "None", "null"):
+        return None
+    if text.startswith("{"):
+        for loader in (json.loads, ast.literal_eval):
+            try:
+                return loader(text)
+            except (ValueError, SyntaxError):
+                continue
+    return value
+
+
+def _job_level_count(kind: JobKind, config: Any) -> int | None:
+    if not isinstance(config, Mapping):
+        return None
+    cluster = kind.spec.cluster_of(config)
+    count = cluster.get("InstanceCount") if isinstance(cluster, Mapping) else None
+    try:
+        return int(count) if count is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _without_list(kind: JobKind, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without a preference list inside it (the pruned list is passed as the argument)."""
+    out = dict(config)
+    node = out
+    for key in kind.cluster_path:
+        child = dict(node.get(key) or {})
+        node[key] = child
+        node = child
+    node.pop("InstancePreferences", None)
+    return out
