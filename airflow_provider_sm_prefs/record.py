@@ -233,6 +233,12 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "created_at": _OPT_STR,
     "ended_at": _OPT_STR,
     "recorded_at": _STR,
+    "hourly_cost": _OPT_NUMBER,
+    "first_choice_hourly_cost": _OPT_NUMBER,
+    "cost_increase": _OPT_NUMBER,
+    "estimated_cost": _OPT_NUMBER,
+    "excluded": (list,),
+    "unchecked": (list,),
 }
 
 

@@ -111,3 +111,10 @@ def test_a_record_with_a_field_of_the_wrong_type_reads_back_as_none(field: str, 
     data = CapacityRecord.from_outcome(TI, outcome(), "eu-west-1", now=NOW).as_dict()
     assert CapacityRecord.from_dict(data) is not None
     assert CapacityRecord.from_dict({**data, field: value}) is None
+
+
+def test_the_guardrail_fields_are_checked_when_read_back() -> None:
+    data = CapacityRecord.from_outcome(TI, outcome(), "eu-west-1", now=NOW).as_dict()
+    assert CapacityRecord.from_dict({**data, "hourly_cost": 81.5, "excluded": []}) is not None
+    assert CapacityRecord.from_dict({**data, "hourly_cost": "81.5"}) is None
+    assert CapacityRecord.from_dict({**data, "excluded": "quota"}) is None

@@ -70,6 +70,9 @@ with _dag("sm_prefs_history_finetune", "Fine-tune on [p5 xN, p4d x2]; N from the
         ],
         max_pending=1800,
         poll_interval=POLL,
+        # No preflight: an over-quota count is sent and SageMaker rejects the request, as it does for a
+        # team without the guardrails (with them, the entry would be pruned before Create).
+        preflight="off",
     )
 
 with _dag("sm_prefs_history_prep", "CPU-only preparation on [c7i, c6i, m5] 4xlarge") as prep:
