@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, SERVICE_OF
 from harness import iam
 from harness.deployment import LocalAirflow
 from harness.rest import ACTIVE_TI_STATES
@@ -106,25 +107,25 @@ def policy_for(account: str) -> dict[str, Any]:
 
 
 def operations_outside_policy(af: LocalAirflow) -> list[str]:
-    """SageMaker operations the emulator received that docs/iam-policy.json does not allow."""
+    """AWS operations the emulator received that docs/iam-policy.json does not allow."""
     stats = af.sm.stats()
     account = str(af.sm.scenario_dict().get("account_id", "123456789012"))
     policy = policy_for(account)
     calls = [
-        iam.Call("sagemaker", op, {param: job} if (param := _name_param(op)) else {})
+        iam.Call("sagemaker", op, {JOB_NAME_PARAM[op]: job})
         for job, ops in stats["jobs"].items()
         for op in ops
+        if op in JOB_NAME_PARAM
     ]
-    calls += [iam.Call("sagemaker", op) for op in stats["operations"] if _name_param(op) is None]
+    # Other operations by their service; the counts do not name the training plan a Describe was for.
+    calls += [
+        iam.Call(
+            SERVICE_OF.get(op, "sagemaker"), op, {"TrainingPlanName": "*"} if "TrainingPlan" in op else {}
+        )
+        for op in stats["operations"]
+        if op not in JOB_NAME_PARAM
+    ]
     return [str(r) for r in iam.denied(policy, iam.required(calls, account=account))]
-
-
-def _name_param(operation: str) -> str | None:
-    if "Training" in operation and not operation.startswith("List"):
-        return "TrainingJobName"
-    if "Processing" in operation and not operation.startswith("List"):
-        return "ProcessingJobName"
-    return None
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
