@@ -16,8 +16,6 @@ Requests are validated against botocore's models of each service, as the other o
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import math
@@ -26,7 +24,8 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing.botocore_model import instance_types
 from airflow_provider_sm_prefs.testing.engine import Engine
-from airflow_provider_sm_prefs.testing.exceptions import NotFound, ValidationError
+from airflow_provider_sm_prefs.testing.exceptions import NotFound
+from airflow_provider_sm_prefs.testing.responses import page_offset, page_token
 from airflow_provider_sm_prefs.testing.rules import validate_shape
 from airflow_provider_sm_prefs.testing.scenario_types import TrainingPlan
 
@@ -49,27 +48,11 @@ def quota_code(name: str) -> str:
     return "L-" + hashlib.sha256(name.encode()).hexdigest()[:8].upper()
 
 
-def _token(offset: int) -> str:
-    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def _offset(token: Any) -> int:
-    if not token:
-        return 0
-    try:
-        offset = json.loads(base64.b64decode(str(token).encode()))["offset"]
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("NextToken: invalid pagination token") from exc
-    if not isinstance(offset, int) or offset < 0:
-        raise ValidationError("NextToken: invalid pagination token")
-    return offset
-
-
 def _page(items: Sequence[Any], params: Mapping[str, Any], default: int) -> tuple[list[Any], str | None]:
     size = params.get("MaxResults") or default
-    start = _offset(params.get("NextToken"))
+    start = page_offset(params.get("NextToken"))
     page = list(items[start : start + size])
-    return page, (_token(start + size) if start + size < len(items) else None)
+    return page, (page_token(start + size) if start + size < len(items) else None)
 
 
 class AccountApi:

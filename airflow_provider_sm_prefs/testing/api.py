@@ -8,9 +8,6 @@ epoch seconds, which botocore's JSON parser turns into datetimes. For jobs creat
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +22,7 @@ from airflow_provider_sm_prefs.testing.exceptions import (
 )
 from airflow_provider_sm_prefs.testing.models import Job, JobKind
 from airflow_provider_sm_prefs.testing.operations import OPERATIONS, SERVICE_OF
+from airflow_provider_sm_prefs.testing.responses import page_offset, page_token
 from airflow_provider_sm_prefs.testing.rules import (
     check_quotas,
     processing_job_spec,
@@ -319,11 +317,11 @@ class SageMakerApi:
         max_results = params.get("MaxResults") or DEFAULT_LIST_MAX_RESULTS
         if not isinstance(max_results, int) or not 1 <= max_results <= 100:
             raise ValidationError(f"MaxResults: must be between 1 and 100, got {max_results!r}")
-        offset = _decode_token(params.get("NextToken"))
+        offset = page_offset(params.get("NextToken"))
         page = jobs[offset : offset + max_results]
         out: dict[str, Any] = {key: [summary(j) for j in page]}
         if offset + max_results < len(jobs):
-            out["NextToken"] = _encode_token(offset + max_results)
+            out["NextToken"] = page_token(offset + max_results)
         return out
 
 
@@ -339,19 +337,3 @@ def _epoch(value: Any, field: str) -> float:
             return float(parse_timestamp(value).timestamp())
         except (ValueError, TypeError) as exc:
             raise ValidationError(f"{field}: must be a timestamp, got {value!r}") from exc
-
-
-def _encode_token(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def _decode_token(token: Any) -> int:
-    if not token:
-        return 0
-    try:
-        offset = json.loads(base64.urlsafe_b64decode(str(token).encode()))["offset"]
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("NextToken: invalid pagination token") from exc
-    if not isinstance(offset, int) or offset < 0:
-        raise ValidationError("NextToken: invalid pagination token")
-    return offset

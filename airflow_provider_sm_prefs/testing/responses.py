@@ -7,6 +7,8 @@ the request handler's fast path (:mod:`.handler`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import email.utils
 import json
@@ -15,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_sm_prefs.testing.exceptions import ApiError
+from airflow_provider_sm_prefs.testing.exceptions import ApiError, ValidationError
 
 __all__ = [
     "DATE_SET",
@@ -25,6 +27,8 @@ __all__ = [
     "error_response",
     "http_date",
     "json_response",
+    "page_offset",
+    "page_token",
     "status_for",
     "status_line",
 ]
@@ -103,3 +107,21 @@ def drop_connection(connection: socket.socket | None) -> bool:
     with contextlib.suppress(OSError):
         connection.shutdown(socket.SHUT_RDWR)
     return True
+
+
+def page_token(offset: int) -> str:
+    """The ``NextToken`` of a listing's next page, starting at ``offset``."""
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def page_offset(token: Any) -> int:
+    """Where the page a ``NextToken`` names starts (0 without one); ValidationError for a forged token."""
+    if not token:
+        return 0
+    try:
+        offset = json.loads(base64.urlsafe_b64decode(str(token).encode()))["offset"]
+    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+        raise ValidationError("NextToken: invalid pagination token") from exc
+    if not isinstance(offset, int) or offset < 0:
+        raise ValidationError("NextToken: invalid pagination token")
+    return offset
