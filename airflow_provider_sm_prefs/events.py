@@ -41,13 +41,16 @@ ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
 class EventStatus(str, Enum):
     SUCCESS = "success"
     ERROR = "error"
+    #: The job is still Pending and the next acceptance window opened: submit the next stage.
+    ESCALATE = "escalate"
 
 
 @dataclass(frozen=True)
 class CapacityEvent:
     """The one event of a capacity wait. Its payload keys are stable across releases.
 
-    :param status: success (``outcome`` set) or error (``error_type`` and ``reason`` set).
+    :param status: success (``outcome`` set), error (``error_type`` and ``reason`` set), or escalate
+        (the job is still Pending when the next acceptance window opened; ``reason`` says how long).
     :param phase: the job's :class:`~airflow_provider_sm_prefs.status.Phase` when the wait ended.
     :param outcome: :meth:`CapacityOutcome.as_dict` on success.
     :param error_type: the class name of the domain exception on error (see :data:`ERROR_TYPES`).
@@ -94,6 +97,18 @@ class CapacityEvent:
             reason=error.reason,
         )
 
+    @classmethod
+    def escalation(cls, kind: JobKind, job_name: str, job_status: str | None, waited: float) -> CapacityEvent:
+        return cls(
+            status=EventStatus.ESCALATE,
+            job_name=job_name,
+            job_kind=kind.value,
+            wait_for=WaitFor.CAPACITY.value,
+            phase=Phase.WAITING.value,
+            job_status=job_status,
+            reason=f"still pending after {waited:.0f} s; the next acceptance window is open",
+        )
+
     def as_payload(self) -> dict[str, Any]:
         """The JSON-safe dict a ``TriggerEvent`` carries."""
         payload = asdict(self)
@@ -103,7 +118,7 @@ class CapacityEvent:
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any] | None, job_name: str = "?") -> CapacityEvent:
         """Read a payload back; anything malformed becomes an error event that says what arrived."""
-        if not isinstance(payload, Mapping) or payload.get("status") not in ("success", "error"):
+        if not isinstance(payload, Mapping) or payload.get("status") not in {s.value for s in EventStatus}:
             return cls(
                 status=EventStatus.ERROR,
                 job_name=job_name,

@@ -78,6 +78,9 @@ class CapacityOutcome:
     estimated_cost: float | None = None
     excluded: list[dict[str, Any]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    #: Acceptance windows (see :mod:`.escalation`): one ``StageRecord.as_dict()`` per submission stage,
+    #: empty for a list without windows. ``pending_seconds`` is then the total across stages.
+    stages: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

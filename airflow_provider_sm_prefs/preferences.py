@@ -32,7 +32,7 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeGuard, overload
 
@@ -54,6 +54,9 @@ TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12
 _JOB_LEVEL_SETTINGS = ("VolumeSizeInGB", "VolumeKmsKeyId", "KeepAlivePeriodInSeconds")
 _SNAKE_KEYS = {"instance_type", "instance_count", "training_plan_arn", "training_plan_arns"}
 _API_KEYS = {"InstanceType", "InstanceCount", "TrainingPlanArns"}
+#: Ours, never sent to AWS: how long the task must have waited before the entry becomes acceptable.
+#: Allowed next to either key style (a list in config's API form may carry it too).
+ACCEPT_AFTER = "accept_after"
 
 
 def _is_int_like(value: Any) -> bool:
@@ -79,19 +82,29 @@ class InstancePreference:
     :param instance_count: instances for this entry; leave None for a uniform, job-level count.
     :param training_plan_arn: a SageMaker training plan whose reserved capacity backs this entry
         (training only). The plan's instance type must equal ``instance_type``.
+    :param accept_after: the entry becomes acceptable only once the task has waited this long in total
+        (timedelta or seconds; see :mod:`airflow_provider_sm_prefs.escalation`). Never sent to AWS.
     """
 
     instance_type: str
     instance_count: int | None = None
     training_plan_arn: str | None = None
+    accept_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.accept_after, timedelta):
+            object.__setattr__(self, "accept_after", self.accept_after.total_seconds())
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe snake_case form; round-trips through :meth:`from_value`."""
-        return {
+        out: dict[str, Any] = {
             "instance_type": self.instance_type,
             "instance_count": self.instance_count,
             "training_plan_arn": self.training_plan_arn,
         }
+        if self.accept_after is not None:
+            out[ACCEPT_AFTER] = self.accept_after
+        return out
 
     def as_api(self) -> dict[str, Any]:
         """The entry exactly as SageMaker's API expects it."""
@@ -106,7 +119,8 @@ class InstancePreference:
         """Short human form, e.g. ``ml.g6e.48xlarge×2``."""
         count = self.instance_count if self.instance_count is not None else default_count
         text = self.instance_type if count is None else f"{self.instance_type}×{count}"
-        return text + (" (plan)" if self.training_plan_arn else "")
+        text += " (plan)" if self.training_plan_arn else ""
+        return text + (f" (after {_duration(self.accept_after)})" if self.accept_after else "")
 
     @classmethod
     def from_value(cls, value: Any, where: str = FIELD) -> InstancePreference:
@@ -131,7 +145,7 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
             f"{where}: expected a dict like {{'instance_type': 'ml.g5.48xlarge', 'instance_count': 2}}, "
             f"an InstancePreference or an instance type string, got {type(value).__name__} {value!r}"
         ]
-    keys = set(value)
+    keys = set(value) - {ACCEPT_AFTER}
     # Keys all of one style (the usual case) leave nothing for _key_problems to report.
     problems = [] if keys <= _SNAKE_KEYS or keys <= _API_KEYS else _key_problems(keys, where)
 
@@ -144,10 +158,49 @@ def _parse_entry(value: Any, where: str) -> tuple[InstancePreference | None, lis
 
     count = _count_of(value, where, problems)
     plan = _plan_of(value, where, problems)
+    window = _window_of(value, where, problems)
 
     if instance_type is None:
         return None, problems
-    return InstancePreference(instance_type, count, plan), problems
+    return InstancePreference(instance_type, count, plan, window), problems
+
+
+def _window_of(value: Mapping[str, Any], where: str, problems: list[str]) -> float | None:
+    """The entry's ``accept_after`` in seconds (None if it gives none): a timedelta or a number >= 0."""
+    raw = value.get(ACCEPT_AFTER)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, timedelta):
+        seconds: float | None = raw.total_seconds()
+    elif isinstance(raw, bool):
+        seconds = None
+    elif isinstance(raw, (int, float)):
+        seconds = float(raw)
+    elif isinstance(raw, str):
+        try:
+            seconds = float(raw.strip())
+        except ValueError:
+            seconds = None
+    else:
+        seconds = None
+    if seconds is None or seconds != seconds or seconds in (float("inf"), float("-inf")):
+        problems.append(
+            f"{where}.{ACCEPT_AFTER}: {raw!r} is not a duration; give a timedelta or a number of seconds, "
+            f"e.g. timedelta(hours=2) or 7200"
+        )
+        return None
+    if seconds < 0:
+        problems.append(f"{where}.{ACCEPT_AFTER}: {raw!r} is negative; give 0 or more seconds")
+        return None
+    return seconds
+
+
+def _duration(seconds: float | None) -> str:
+    seconds = int(seconds or 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
+    return "".join(parts) or "0s"
 
 
 def _count_of(value: Mapping[str, Any], where: str, problems: list[str]) -> int | None:
@@ -210,6 +263,29 @@ def _entry_problems(entry: InstancePreference, where: str, kind: JobKind) -> lis
                 f"{where}.training_plan_arn: {plan!r} is not a training plan ARN "
                 f"(arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME)"
             )
+    return problems
+
+
+def _window_problems(entries: Sequence[InstancePreference]) -> list[str]:
+    """Acceptance windows: none on the first entry, and never decreasing down the list."""
+    problems: list[str] = []
+    if entries and entries[0].accept_after:
+        problems.append(
+            f"{FIELD}[0].{ACCEPT_AFTER}: the first entry is acceptable from the start; "
+            f"remove accept_after there (got {entries[0].accept_after:g} s)"
+        )
+    latest, latest_at = 0.0, 0
+    for index, entry in enumerate(entries[1:], start=1):
+        if entry.accept_after is None:
+            continue
+        if entry.accept_after < latest:
+            problems.append(
+                f"{FIELD}[{index}].{ACCEPT_AFTER}: {_duration(entry.accept_after)} is earlier than "
+                f"{FIELD}[{latest_at}]'s {_duration(latest)}; windows never decrease down the list — "
+                f"raise it or reorder the entries"
+            )
+            continue
+        latest, latest_at = entry.accept_after, index
     return problems
 
 
@@ -324,6 +400,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
             else:
                 seen[itype] = index
             problems.extend(_entry_problems(entry, where, kind))
+        problems.extend(_window_problems(entries))
         counted = [e for e in entries if e.instance_count is not None]
         if counted and len(counted) != len(entries):
             missing = [f"{FIELD}[{i}]" for i, e in enumerate(entries) if e.instance_count is None]
@@ -397,6 +474,46 @@ class InstancePreferenceList(Sequence[InstancePreference]):
 
     def as_api(self) -> list[dict[str, Any]]:
         return [e.as_api() for e in self._entries]
+
+    @property
+    def windows(self) -> list[float]:
+        """Each entry's effective ``accept_after`` in seconds: an entry without one shares the one above."""
+        out: list[float] = []
+        for entry in self._entries:
+            previous = out[-1] if out else 0.0
+            out.append(max(previous, entry.accept_after or 0.0) if out else 0.0)
+        return out
+
+    @property
+    def escalates(self) -> bool:
+        """True when some entry waits for a window (the job is submitted in stages)."""
+        return any(self.windows)
+
+    def window_problems(self, max_pending_seconds: int | None) -> list[str]:
+        """Windows that open only after ``max_pending`` has run out: their entries could never be used."""
+        if max_pending_seconds is None:
+            return []
+        return [
+            f"{FIELD}[{index}].{ACCEPT_AFTER}: {_duration(window)} is not before max_pending "
+            f"({_duration(max_pending_seconds)}), so the entry could never be used; lower it or raise max_pending"
+            for index, (entry, window) in enumerate(zip(self._entries, self.windows, strict=True))
+            if entry.accept_after and window >= max_pending_seconds
+        ]
+
+    def keep(self, ranks: Iterable[int]) -> InstancePreferenceList:
+        """The entries at these 1-based ranks, in list order, each keeping its effective window.
+
+        When the first entries are left out (guardrails), the job starts with what remains instead of
+        holding nothing pending until a later window opens; later windows keep their times.
+        """
+        windows = self.windows
+        chosen = sorted(set(ranks))
+        start = windows[chosen[0] - 1] if chosen else 0.0
+        entries = [
+            replace(self._entries[r - 1], accept_after=windows[r - 1] if windows[r - 1] > start else None)
+            for r in chosen
+        ]
+        return type(self)._from_parsed(entries, self.kind)
 
     # -- the request around the list --------------------------------------------------------------
     def validate_request(self, request: Mapping[str, Any]) -> list[str]:
@@ -664,6 +781,10 @@ def check_request(
             problems.extend(p for p in prefs.validate_request(config) if p not in problems)
     else:
         problems = prefs.request_problems(config, max_pending_seconds)
+        given = _to_int(_get_path(config, ("StoppingCondition", "MaxPendingTimeInSeconds")))
+        problems.extend(
+            prefs.window_problems(max_pending_seconds if max_pending_seconds is not None else given)
+        )
     if problems:
         raise InvalidInstancePreferencesError(problems)
     return prefs

@@ -120,38 +120,20 @@ class CapacityRecord:
     estimated_cost: float | None = None
     excluded: list[dict[str, Any]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    # Submission stages of a list with acceptance windows (added in version 1 with a default).
+    stages: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_outcome(
         cls, ti: TaskInstanceRef, outcome: CapacityOutcome, region: str | None, now: datetime | None = None
     ) -> CapacityRecord:
-        """The record of a try that got its outcome (capacity acquired, or the job completed)."""
-        return cls(
-            **asdict(ti),
-            job_kind=outcome.job_kind,
-            job_name=outcome.job_name,
-            job_arn=outcome.job_arn,
-            region=region,
-            preferences=list(outcome.preferences),
-            selected_instance_type=outcome.selected_instance_type,
-            selected_instance_count=outcome.selected_instance_count,
-            preference_rank=outcome.preference_rank,
-            fell_back=outcome.fell_back,
-            capacity=outcome.capacity,
-            pending_seconds=outcome.pending_seconds,
-            training_seconds=outcome.training_seconds,
-            billable_seconds=outcome.billable_seconds,
-            job_status=outcome.job_status,
-            created_at=outcome.created_at,
-            ended_at=outcome.ended_at,
-            recorded_at=_now(now),
-            hourly_cost=outcome.hourly_cost,
-            first_choice_hourly_cost=outcome.first_choice_hourly_cost,
-            cost_increase=outcome.cost_increase,
-            estimated_cost=outcome.estimated_cost,
-            excluded=list(outcome.excluded),
-            unchecked=list(outcome.unchecked),
-        )
+        """The record of a try that got its outcome (capacity acquired, or the job completed).
+
+        Every field the outcome shares with the record is taken from it as is.
+        """
+        shared = {f.name for f in fields(CapacityOutcome)} & {f.name for f in fields(cls)}
+        values = {name: _copied(getattr(outcome, name)) for name in shared}
+        return cls(**asdict(ti), **values, region=region, recorded_at=_now(now))
 
     @classmethod
     def from_error(
@@ -164,6 +146,7 @@ class CapacityRecord:
         region: str | None,
         now: datetime | None = None,
         guardrails: Mapping[str, Any] | None = None,
+        stages: list[dict[str, Any]] | None = None,
     ) -> CapacityRecord:
         """The record of a try that failed: why, and what is known of the job.
 
@@ -183,6 +166,7 @@ class CapacityRecord:
             failure_kind=FailureKind.of(error).value,
             reason=reason,
             recorded_at=_now(now),
+            stages=list(stages or []),
             **dict(guardrails or {}),
         )
 
@@ -239,6 +223,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "estimated_cost": _OPT_NUMBER,
     "excluded": (list,),
     "unchecked": (list,),
+    "stages": (list,),
 }
 
 
@@ -249,6 +234,10 @@ def _has_type(name: str, value: Any) -> bool:
     if isinstance(value, bool) and bool not in allowed:  # True is an int to isinstance, not to a reader
         return False
     return isinstance(value, allowed)
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
 
 
 def _now(now: datetime | None) -> str:

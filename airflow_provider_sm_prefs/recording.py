@@ -30,6 +30,8 @@ class CapacityRecording:
     _record_preferences: list[dict[str, Any]]
     #: What the guardrails before submit decided, for a failure record (``GuardrailReport.record_fields``).
     _record_guardrails: dict[str, Any] | None = None
+    #: Submission stages that ended before this try failed (acceptance windows), for a failure record.
+    _record_stages: list[dict[str, Any]] | None = None
     hook: Any
     log: Any
 
@@ -78,6 +80,7 @@ class CapacityRecording:
                     list(getattr(self, "_record_preferences", []) or []),
                     self._region(),
                     guardrails=getattr(self, "_record_guardrails", None),
+                    stages=getattr(self, "_record_stages", None),
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
                 metrics.emit(record)

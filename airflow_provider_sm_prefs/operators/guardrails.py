@@ -24,7 +24,6 @@ from airflow_provider_sm_prefs.guardrails import (
     Guardrails,
     Preflight,
     evaluate,
-    kept_entries,
 )
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
@@ -149,7 +148,8 @@ class GuardrailsMixin:
             )
         if len(report.kept) == len(prefs):
             return request, prefs, report
-        kept = [e.as_dict() for e in kept_entries(prefs, report)]
+        # Windows as written stay with their entries (an excluded entry never reappears in a later stage).
+        kept = prefs.keep(report.kept).as_list()
         request, submitted = build_request(
             self.job_kind, _without_list(self.job_kind, config), kept, to_seconds(self.max_pending)
         )

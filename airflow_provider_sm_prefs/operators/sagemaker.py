@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
-from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
@@ -32,10 +32,13 @@ from airflow_provider_sm_prefs.links import (
     SageMakerPreferenceJobLogsLink,
     job_urls,
 )
+from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
 from airflow_provider_sm_prefs.preferences import (
+    ACCEPT_AFTER,
+    InstancePreference,
     InstancePreferenceList,
     build_request,
     check_request,
@@ -52,7 +55,21 @@ async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
     raise RuntimeError("the capacity trigger ended without an event")
 
 
-class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOperator):
+def _windows_in_seconds(value: Any) -> Any:
+    """A literal list with ``accept_after`` as seconds (JSON-safe in the serialized DAG), else as given."""
+    if not isinstance(value, list):
+        return value
+    out: list[Any] = []
+    for entry in value:
+        if isinstance(entry, InstancePreference):
+            entry = entry.as_dict()
+        if isinstance(entry, Mapping) and isinstance(entry.get(ACCEPT_AFTER), timedelta):
+            entry = {**entry, ACCEPT_AFTER: entry[ACCEPT_AFTER].total_seconds()}
+        out.append(entry)
+    return out
+
+
+class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -62,6 +79,10 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
     The task then defers until SageMaker selects an entry and pushes the outcome to XCom
     (see :class:`~airflow_provider_sm_prefs.outcome.XComKey`), and with ``wait_for_completion``
     defers again until the job ends.
+
+    Entries may carry ``accept_after`` (acceptance windows): the job is then submitted in stages, each
+    offering the entries acceptable by then, and a stage still Pending when the next window opens is
+    stopped and replaced by the next (``<name>-s2``...). See :mod:`airflow_provider_sm_prefs.escalation`.
 
     :param config: the Create* request, as for the stock SageMaker operators (templated). Without
         ``TrainingJobName``/``ProcessingJobName`` the name is derived from the task instance
@@ -136,7 +157,7 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         self.instance_preferences = (
             instance_preferences.as_list()
             if isinstance(instance_preferences, InstancePreferenceList)
-            else instance_preferences
+            else _windows_in_seconds(instance_preferences)
         )
         self.max_pending = max_pending
         self.wait_for_completion = wait_for_completion
@@ -180,6 +201,18 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
                 "set max_pending to bound it."
             )
         return request, prefs, self._deadline(prefs)
+
+    def _total_pending(self, request: Mapping[str, Any]) -> int | None:
+        """The bound of the whole wait: max_pending, else the config's MaxPendingTimeInSeconds."""
+        given = to_seconds(self.max_pending)
+        if given is not None:
+            return given
+        stopping = request.get("StoppingCondition")
+        pending = stopping.get("MaxPendingTimeInSeconds") if isinstance(stopping, Mapping) else None
+        try:
+            return int(pending) if pending is not None else None
+        except (TypeError, ValueError):
+            return None
 
     def _rendered_config(self) -> Any:
         """The rendered config (a string of JSON is read); anything but a dict is reported by build_request."""
@@ -225,7 +258,8 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         existing = self._reattach_or_name(context, base_name)
         self._guardrails = self._stored_guardrails(context)
         if isinstance(existing, CapacityOutcome):
-            existing = self._with_guardrails(existing, self._guardrails)
+            self._begin_staging(context, prefs, existing.job_name, None)
+            existing = self._with_stages(self._with_guardrails(existing, self._guardrails))
             self.log.info(
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
@@ -238,6 +272,12 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
             deadline = self._deadline(prefs)
             self._guardrails = report.as_dict()
             self._store_guardrails(context, self._guardrails)
+        staging = self._begin_staging(context, prefs, job_name, self._total_pending(request))
+        if staging is not None:
+            prefs = staging.submitted
+            if describe is None:
+                limits = staging.limits(kind, staging.elapsed)
+                return self._submit_stage(context, job_name, limits)
         self._job_name = job_name
         request[self._name_field] = job_name
         self._persist_links(context, job_name)
@@ -249,6 +289,23 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         if arn:
             context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
         return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
+
+    def _submit_stage(self, context: Context, job_name: str, limits: Any) -> dict[str, Any] | None:
+        """Create the current stage's job (its name already recorded) and wait for it."""
+        staging = self._staging
+        assert staging is not None
+        kind = self.job_kind
+        request = self._stage_request(self._rendered_config(), limits, job_name)
+        self._job_name = job_name
+        self._persist_links(context, job_name)
+        context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
+        describe = self._create(
+            context, kind, request, staging.current.preferences(staging.submitted), job_name
+        )
+        arn = describe.get(kind.spec.arn_field)
+        if arn:
+            context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
+        return self._wait(context, WaitFor.CAPACITY, staging.submitted, None)
 
     def _base_name(self, context: Context, request: Mapping[str, Any]) -> str:
         """The config's job name, or one derived from the task instance when the config gives none."""
@@ -301,13 +358,23 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
                     return previous, describe
                 if status is JobStatus.COMPLETED:
                     return outcome_from_describe(self.job_kind, describe, None)
+                if self._continues_escalation(state, describe):
+                    self.log.info(
+                        "Job %s was a stage of this task's escalation; going on to the next", previous
+                    )
+                    return previous, describe
                 submission += 1
                 name = sanitize_job_name(base_name, suffix=f"-r{submission}")
                 self.log.info(
                     "Job %s from an earlier try ended %s; submitting %s", previous, status.value, name
                 )
         if store is not None:
-            store.set(STATE_KEY, {"job_name": name, "submission": submission, "kind": self.job_kind.value})
+            # The same job again keeps what was recorded with it (guardrails, stages); a new submission
+            # starts afresh.
+            kept = dict(state) if isinstance(state, Mapping) and state.get("job_name") == name else {}
+            store.set(
+                STATE_KEY, {**kept, "job_name": name, "submission": submission, "kind": self.job_kind.value}
+            )
         return name, None
 
     def _create(
@@ -363,9 +430,13 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         describe: Mapping[str, Any] | None = None,
     ) -> SageMakerCapacityTrigger:
         assert self._job_name is not None
+        escalate_after = None
+        if self._staging is not None and wait_for is WaitFor.CAPACITY:
+            escalate_after, deadline = self._staging.timers(self.job_kind, describe)
         return SageMakerCapacityTrigger(
             job_name=self._job_name,
             creation_time=creation_time_of(describe),
+            escalate_after_seconds=escalate_after,
             job_kind=self.job_kind.value,
             wait_for=wait_for.value,
             preferences=prefs.as_list(),
@@ -385,14 +456,20 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
     ) -> dict[str, Any] | None:
         assert self._job_name is not None
         method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
+        staging = self._staging
         if not self.deferrable:
-            event = asyncio.run(_first_event(self._trigger(wait_for, prefs, deadline)))
+            describe = None
+            if staging is not None and wait_for is WaitFor.CAPACITY:
+                describe = self.hook.describe_job(self.job_kind, self._job_name)
+                self._note_origin(context, describe)
+            event = asyncio.run(_first_event(self._trigger(wait_for, prefs, deadline, describe)))
         else:
             # Look before deferring: a reattached or fast job may already be past the wait, and then
             # this look is the answer. Otherwise the trigger starts from it (CreationTime) instead of
             # Describing the job again.
             kind = self.job_kind
             describe = self.hook.describe_job(kind, self._job_name)
+            self._note_origin(context, describe)
             phase = phase_of(kind, describe) if describe is not None else None
             if describe is None or phase is None or not is_done(phase, wait_for):
                 self.defer(
@@ -424,20 +501,33 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         """Resume after capacity: push the outcome; then wait for completion if asked."""
         self._record_preferences = list(preferences or [])
         # dag.test() resumes with the event alone: the report is also in the task's state store.
-        self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
+        self._guardrails = self._guardrails or guardrails or self._stored_guardrails(context)
         with self.recording_failures(context):
+            if self._staging is None:
+                self._staging = self._load_staging(context)
+                self._record_stages = list(self._staging.history) if self._staging else None
             received = CapacityEvent.from_payload(event, self._job_name or "?")
-            outcome = received.outcome_or_raise()
-            self._job_name = outcome.job_name
-            outcome = self._with_guardrails(outcome, guardrails)
-            self.log.info("Capacity acquired: %s", outcome.summary())
-            result = self.push_outcome(context, outcome)
-            if self.wait_for_completion and not received.job_ended:
-                prefs = InstancePreferenceList.from_response(
-                    preferences or outcome.preferences, self.job_kind
-                )
-                return self._wait(context, WaitFor.COMPLETION, prefs, None)
-            return result
+            if self._handles(received):
+                self._job_name = received.job_name
+                return self._escalate(context)
+            return self._resume_capacity(context, event)
+
+    def _resume_capacity(self, context: Context, event: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The end of the capacity wait: push the outcome; then wait for completion if asked."""
+        guardrails = self._guardrails
+        preferences = self._staging.submitted.as_list() if self._staging else self._record_preferences
+        received = CapacityEvent.from_payload(event, self._job_name or "?")
+        if self._staging is not None and received.status is not EventStatus.SUCCESS:
+            self._record_stages = [*self._staging.history, self._failed_stage(received)]
+        outcome = received.outcome_or_raise()
+        self._job_name = outcome.job_name
+        outcome = self._with_stages(self._with_guardrails(outcome, guardrails))
+        self.log.info("Capacity acquired: %s", outcome.summary())
+        result = self.push_outcome(context, outcome)
+        if self.wait_for_completion and not received.job_ended:
+            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
+            return self._wait(context, WaitFor.COMPLETION, prefs, None)
+        return result
 
     def execute_job_complete(
         self,
@@ -451,9 +541,11 @@ class SageMakerPreferenceBaseOperator(GuardrailsMixin, CapacityRecording, BaseOp
         self._record_preferences = list(preferences or [])
         self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
         with self.recording_failures(context):
+            if self._staging is None:
+                self._staging = self._load_staging(context)
             outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
             report = GuardrailReport.from_dict(guardrails)
-            outcome = report.apply(outcome) if report else outcome
+            outcome = self._with_stages(report.apply(outcome) if report else outcome)
             self.log.info("Job finished: %s", outcome.summary())
             return self.push_outcome(context, outcome, selection=False)
 

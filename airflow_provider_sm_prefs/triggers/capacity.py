@@ -75,6 +75,10 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param region_name: AWS region (kept across deferral, never re-derived).
     :param verify: TLS verification setting.
     :param botocore_config: botocore config as a dict.
+    :param escalate_after_seconds: seconds from CreationTime (service clock) after which a job still
+        Pending ends the wait with an ``escalate`` event: the next acceptance window opened and the
+        task submits its next stage (see :mod:`airflow_provider_sm_prefs.escalation`). The job is not
+        stopped here: the task looks once more right before stopping it.
     :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
         With it, a shared-poll wait starts from the shared List loop instead of Describing the job
         again; without it the trigger Describes the job first.
@@ -97,6 +101,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
         creation_time: str | None = None,
+        escalate_after_seconds: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -114,6 +119,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+        self.escalate_after_seconds = (
+            None if escalate_after_seconds is None else float(escalate_after_seconds)
+        )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -134,6 +142,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "region_name": self.region_name,
                 "verify": self.verify,
                 "botocore_config": self.botocore_config,
+                "escalate_after_seconds": self.escalate_after_seconds,
             },
         )
 
@@ -169,7 +178,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         created = as_datetime(self.creation_time)
         # The deferring task looked at the job a moment ago; start from the shared listing instead of
         # Describing it again. A client-side deadline needs the service clock of a Describe.
-        look = not (shared and created is not None and self.deadline_seconds is None)
+        look = not (shared and created is not None and self._timer() is None)
         summary: dict[str, Any] | None = None
         describe: dict[str, Any] = {}
         now, phase = utcnow(), Phase.WAITING
@@ -190,9 +199,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     if is_done(phase, self.wait_for):
                         yield self._finish(kind, describe, phase, self._parsed_preferences, now)
                         return
-                    waited = client_deadline_passed(phase, describe, now, self.deadline_seconds)
-                    if waited is not None:
-                        yield await self._deadline_passed(client, kind, describe, waited)
+                    timer_event = await self._timer_event(client, kind, describe, phase, now)
+                    if timer_event is not None:
+                        yield timer_event
                         return
                     last_log_at = self._progress(kind, describe, phase, now, phase != last_phase, last_log_at)
                     if phase != last_phase:
@@ -208,7 +217,13 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 if shared and created is not None:
                     try:
                         summary = await self._wait_for_listed_change(
-                            client_key, kind, created, limit, summary, early=last_phase is None
+                            client_key,
+                            kind,
+                            created,
+                            limit,
+                            summary,
+                            early=last_phase is None,
+                            wake_after=self._timer() if last_phase is Phase.WAITING else None,
                         )
                         continue
                     except ListingUnavailable as err:
@@ -259,28 +274,40 @@ class SageMakerCapacityTrigger(BaseTrigger):
         limit: float,
         summary: dict[str, Any] | None,
         early: bool,
+        wake_after: float | None = None,
     ) -> dict[str, Any] | None:
         """Wait until the shared List loop sees this job change, or ``limit`` seconds (safety/deadline).
 
         Logs progress every :data:`PROGRESS_LOG_EVERY` from the listed summary, without a call of its
-        own. Returns the last summary seen (to re-register without an early pass).
+        own. With ``wake_after`` (seconds since ``created``), also returns once the service clock the
+        List loop reads passes it — the clock of the deadline, which may run faster than this
+        process's (an offline SageMaker with compressed time). Returns the last summary seen (to
+        re-register without an early pass), or None when the job changed or its timer is due.
         """
         watcher = watcher_for(kind, client_key, self._open_client)
         is_change = listed_change(kind, self.wait_for)
         loop = asyncio.get_running_loop()
         until = loop.time() + limit
+        chunk = PROGRESS_LOG_EVERY if wake_after is None else min(PROGRESS_LOG_EVERY, self.poll_interval)
         while (remaining := until - loop.time()) > 0:
             seen = await watcher.wait_for_change(
                 self.job_name,
                 created,
                 is_change,
                 self.poll_interval,
-                min(remaining, PROGRESS_LOG_EVERY),
+                min(remaining, chunk),
                 summary=summary,
                 early=early,
             )
             early = False
             if seen.changed:
+                return None
+            service = watcher.service_now()
+            if (
+                wake_after is not None
+                and service is not None
+                and (service - created).total_seconds() >= wake_after
+            ):
                 return None
             summary = seen.summary or summary
             if summary is not None and remaining > PROGRESS_LOG_EVERY:
@@ -298,10 +325,34 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     )
         return summary
 
+    async def _timer_event(
+        self, client: Any, kind: JobKind, describe: dict[str, Any], phase: Phase, now: datetime
+    ) -> TriggerEvent | None:
+        """The event of a timer that went off while waiting: the client deadline, or the next window."""
+        waited = client_deadline_passed(phase, describe, now, self.deadline_seconds)
+        if waited is not None:
+            return await self._deadline_passed(client, kind, describe, waited)
+        waited = client_deadline_passed(phase, describe, now, self.escalate_after_seconds)
+        if waited is None:
+            return None
+        self.log.info(
+            "%s still pending after %s: the next acceptance window is open",
+            self.job_name,
+            format_duration(waited),
+        )
+        status = describe.get(kind.spec.status_field)
+        return self._yield(CapacityEvent.escalation(kind, self.job_name, status, waited))
+
+    def _timer(self) -> float | None:
+        """The nearest timer while waiting (seconds from CreationTime): the client deadline or the window."""
+        timers = [t for t in (self.deadline_seconds, self.escalate_after_seconds) if t is not None]
+        return min(timers) if timers else None
+
     def _sleep_for(self, interval: float, describe: dict[str, Any], now: datetime, phase: Phase) -> float:
-        """Never sleep far past the client deadline."""
-        if phase is Phase.WAITING and self.deadline_seconds is not None:
-            remaining = self.deadline_seconds - waiting_seconds(describe, now)
+        """Never sleep far past the client deadline or the next acceptance window."""
+        timer = self._timer()
+        if phase is Phase.WAITING and timer is not None:
+            remaining = timer - waiting_seconds(describe, now)
             return max(0.05, min(interval, remaining + 0.05))
         return interval
 

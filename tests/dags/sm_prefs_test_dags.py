@@ -51,6 +51,27 @@ class CrashAfterCompletionTrainingOperator(SageMakerPreferenceTrainingOperator):
         return result
 
 
+class SelectedAtWindowTrainingOperator(SageMakerPreferenceTrainingOperator):
+    """Capacity frees up right between the trigger's last look and the stop: the emulator's clock is
+    moved forward (to the moment the first choice frees) just before the task looks again."""
+
+    def _escalate(self, context):  # type: ignore[no-untyped-def]
+        from airflow_provider_sm_prefs.testing.remote import RemoteSageMaker
+
+        endpoint = self.hook.conn_config.get_service_endpoint_url("sagemaker")
+        RemoteSageMaker(endpoint).advance(600)
+        return super()._escalate(context)
+
+
+class CrashBeforeNextStageTrainingOperator(SageMakerPreferenceTrainingOperator):
+    """Dies after stopping a Pending stage and recording the next, before creating it (first try only)."""
+
+    def _submit_stage(self, context, job_name, limits):  # type: ignore[no-untyped-def]
+        if context["ti"].try_number == 1 and self._staging is not None and self._staging.stage > 1:
+            raise RuntimeError("worker died between two stages")
+        return super()._submit_stage(context, job_name, limits)
+
+
 #: The extra links' XCom keys, read back by ``consume`` with the outcome keys.
 LINK_KEYS = ("sm_prefs_job_link", "sm_prefs_job_logs_link")
 
@@ -103,6 +124,12 @@ t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_co
 t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
 t_train_crash_done = _dag(
     "t_train_crash_done", CrashAfterCompletionTrainingOperator, retries=1, wait_for_completion=True
+)
+t_train_escalate_race = _dag(
+    "t_train_escalate_race", SelectedAtWindowTrainingOperator, wait_for_completion=False
+)
+t_train_escalate_crash = _dag(
+    "t_train_escalate_crash", CrashBeforeNextStageTrainingOperator, retries=1, wait_for_completion=False
 )
 
 with DAG(

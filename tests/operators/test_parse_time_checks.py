@@ -221,3 +221,23 @@ class _Str(str):
 )
 def test_has_template(value: Any, expected: bool) -> None:
     assert has_template(value) is expected
+
+
+def test_literal_acceptance_windows_are_checked_when_the_dag_is_parsed() -> None:
+    prefs = [
+        {"instance_type": "ml.p5.48xlarge", "instance_count": 2, "training_plan_arn": PLAN},
+        {"instance_type": "ml.g6e.48xlarge", "instance_count": 2, "accept_after": timedelta(hours=4)},
+        {"instance_type": "ml.g5.48xlarge", "instance_count": 4, "accept_after": timedelta(hours=2)},
+    ]
+    with pytest.raises(
+        InvalidInstancePreferencesError, match=r"instance_preferences\[2\]\.accept_after: 2h is earlier"
+    ):
+        SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training(), instance_preferences=prefs, max_pending=timedelta(hours=6)
+        )
+    prefs[1]["accept_after"], prefs[2]["accept_after"] = timedelta(hours=2), timedelta(hours=4)
+    op = SageMakerPreferenceTrainingOperator(
+        task_id="t", config=training(), instance_preferences=prefs, max_pending=timedelta(hours=6)
+    )
+    # Stored as seconds: the serialized DAG holds JSON.
+    assert [e.get("accept_after") for e in op.instance_preferences] == [None, 7200.0, 14400.0]

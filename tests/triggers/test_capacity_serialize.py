@@ -25,6 +25,7 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         "region_name": "eu-west-1",
         "verify": "/etc/ssl/ca.pem",
         "botocore_config": {"retries": {"mode": "standard", "max_attempts": 10}},
+        "escalate_after_seconds": 3600.0,
     }
     params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self"}
     assert set(kwargs) == params, "test must cover every constructor argument"

@@ -1,0 +1,383 @@
+"""The operators' side of acceptance windows: submit in stages, stop a still-Pending stage, go on.
+
+The stages themselves are decided in :mod:`airflow_provider_sm_prefs.escalation`; this mixin keeps
+their state in the task state store (next to the submit-once record), so a retry, a worker kill or a
+triggerer restart continues the current stage and never runs two stages' jobs at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, ClassVar
+
+from airflow_provider_sm_prefs import exceptions as errors
+from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.escalation import (
+    Stage,
+    StageEnd,
+    StageLimits,
+    StageRecord,
+    plan_stages,
+    stage_limits,
+    stage_records,
+    stage_suffix,
+)
+from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
+from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.operators.guardrails import _without_list
+from airflow_provider_sm_prefs.outcome import (
+    CapacityOutcome,
+    format_duration,
+    pending_seconds,
+    terminal_error,
+)
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request
+from airflow_provider_sm_prefs.status import Phase, WaitFor, as_datetime, phase_of, selected
+
+#: Longest the task waits, after stopping a Pending stage, for SageMaker to report it Stopped before
+#: submitting the next one (a Pending job holds no instances; this only keeps the order of events clean).
+STOP_SETTLE_SECONDS = 60.0
+
+
+@dataclass
+class Staging:
+    """Where a task with acceptance windows stands. Stored under ``staging`` in the task's state.
+
+    :param submitted: the list as submitted (after the guardrails), with its windows.
+    :param stage: the current stage number (1-based).
+    :param base_name: stage 1's job name; stage N runs as ``<base_name>-sN``.
+    :param origin: stage 1's CreationTime (ISO 8601): the start of the total wait.
+    :param total: ``max_pending`` in seconds (None: no bound).
+    :param history: the stages that ended (``StageRecord.as_dict()``).
+    :param escalating: the current stage is being stopped for the next one.
+    :param elapsed: seconds of total waiting when the current stage was submitted.
+    """
+
+    submitted: InstancePreferenceList
+    stage: int
+    base_name: str
+    origin: str | None = None
+    total: float | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    escalating: bool = False
+    elapsed: float = 0.0
+
+    @property
+    def stages(self) -> list[Stage]:
+        return plan_stages(self.submitted)
+
+    @property
+    def current(self) -> Stage:
+        return self.stages[self.stage - 1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "submitted": self.submitted.as_list(),
+            "stage": self.stage,
+            "base_name": self.base_name,
+            "origin": self.origin,
+            "total": self.total,
+            "history": list(self.history),
+            "escalating": self.escalating,
+            "elapsed": self.elapsed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], kind: JobKind) -> Staging:
+        return cls(
+            submitted=InstancePreferenceList.from_response(data.get("submitted") or [], kind),
+            stage=int(data.get("stage") or 1),
+            base_name=str(data["base_name"]),
+            origin=data.get("origin"),
+            total=float(data["total"]) if data.get("total") is not None else None,
+            history=[r.as_dict() for r in stage_records(data.get("history"))],
+            escalating=bool(data.get("escalating")),
+            elapsed=float(data.get("elapsed") or 0.0),
+        )
+
+    def offset(self, describe: Mapping[str, Any] | None) -> float:
+        """Seconds between the start of the total wait and this stage's job's CreationTime."""
+        origin = as_datetime(self.origin)
+        created = as_datetime((describe or {}).get("CreationTime"))
+        if origin is None or created is None:
+            return self.elapsed
+        return max(0.0, (created - origin).total_seconds())
+
+    def limits(self, kind: JobKind, elapsed: float) -> StageLimits:
+        return stage_limits(kind, self.current.preferences(self.submitted), self.total, elapsed)
+
+    def timers(self, kind: JobKind, describe: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
+        """(escalate after, client deadline) in seconds from the current job's CreationTime."""
+        offset = self.offset(describe)
+        closes = self.current.closes_at
+        escalate = None if closes is None else max(0.0, closes - offset)
+        limits = self.limits(kind, offset)
+        deadline = 0.001 if limits.exhausted else limits.client_deadline
+        return escalate, deadline
+
+
+class EscalationMixin:
+    """Mixin of the operators: acceptance windows (``accept_after``) as submission stages."""
+
+    job_kind: ClassVar[JobKind]
+    hook: Any
+    log: Any
+    max_pending: Any
+    _job_name: str | None
+    _staging: Staging | None = None
+    _record_stages: list[dict[str, Any]] | None = None
+
+    # -- state -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _job_state(context: Any) -> dict[str, Any]:
+        store = context.get("task_state_store")
+        state = store.get(STATE_KEY) if store is not None else None
+        return dict(state) if isinstance(state, Mapping) else {}
+
+    def _save_staging(self, context: Any, **job: Any) -> None:
+        """Store the staging next to the job name (``job`` updates the submit-once record too)."""
+        store = context.get("task_state_store")
+        if store is None or self._staging is None:
+            return
+        store.set(STATE_KEY, {**self._job_state(context), **job, "staging": self._staging.as_dict()})
+
+    def _load_staging(self, context: Any) -> Staging | None:
+        data = self._job_state(context).get("staging")
+        if not isinstance(data, Mapping) or not data.get("base_name"):
+            return None
+        try:
+            return Staging.from_dict(data, self.job_kind)
+        except (KeyError, TypeError, ValueError):
+            self.log.warning("Unreadable staging record in the task state; waiting without windows")
+            return None
+
+    def _begin_staging(
+        self, context: Any, submitted: InstancePreferenceList, job_name: str, total: float | None
+    ) -> Staging | None:
+        """The staging of this try: continued from the state store, or started when the list has windows."""
+        staging = self._load_staging(context)
+        if staging is None and len(plan_stages(submitted)) > 1:
+            staging = Staging(submitted=submitted, stage=1, base_name=job_name, total=total)
+            self._staging = staging
+            self._save_staging(context)
+            for stage in staging.stages:
+                self.log.info(
+                    "Stage %d%s offers %s",
+                    stage.number,
+                    f" (from {format_duration(stage.opens_at)} of waiting)" if stage.opens_at else "",
+                    stage.preferences(submitted).describe(),
+                )
+        self._staging = staging
+        self._record_stages = list(staging.history) if staging else None
+        return staging
+
+    def _continues_escalation(self, state: Mapping[str, Any], describe: Mapping[str, Any]) -> bool:
+        """Whether an ended job of an earlier try is a stage the escalation goes on from."""
+        data = state.get("staging")
+        if not isinstance(data, Mapping):
+            return False
+        try:
+            staging = Staging.from_dict(data, self.job_kind)
+            last = staging.current.is_last
+        except (KeyError, TypeError, ValueError, IndexError):
+            return False
+        if last:
+            return False
+        error = terminal_error(self.job_kind, describe)
+        return staging.escalating or isinstance(error, errors.CapacityUnavailableError)
+
+    def _note_origin(self, context: Any, describe: Mapping[str, Any] | None) -> None:
+        """Stage 1's CreationTime starts the total wait (the service's clock, so restarts keep it)."""
+        staging = self._staging
+        if staging is None or staging.origin is not None or staging.stage != 1:
+            return
+        created = as_datetime((describe or {}).get("CreationTime"))
+        if created is not None:
+            staging.origin = created.isoformat()
+            self._save_staging(context)
+
+    def _failed_stage(self, received: CapacityEvent) -> dict[str, Any]:
+        """The record of the current stage when the wait ended without capacity."""
+        assert self._staging is not None
+        timed_out = received.error_type == errors.CapacityTimeoutError.__name__
+        no_capacity = received.error_type == errors.CapacityUnavailableError.__name__
+        ended = StageEnd.TIMED_OUT if timed_out else StageEnd.NO_CAPACITY if no_capacity else StageEnd.FAILED
+        return StageRecord(
+            stage=self._staging.stage,
+            entries=self._staging.current.preferences(self._staging.submitted).instance_types,
+            job_name=received.job_name,
+            pending_seconds=0.0,
+            ended=ended.value,
+        ).as_dict()
+
+    # -- requests --------------------------------------------------------------------------------------
+    def _stage_request(self, config: Mapping[str, Any], limits: StageLimits, job_name: str) -> dict[str, Any]:
+        """The Create request of the current stage: its entries, and what remains of max_pending."""
+        assert self._staging is not None
+        base = copy.deepcopy(_without_list(self.job_kind, config))
+        stopping = dict(base.get("StoppingCondition") or {})
+        if stopping.pop("MaxPendingTimeInSeconds", None) is not None:
+            base["StoppingCondition"] = stopping
+        stage_list = self._staging.current.preferences(self._staging.submitted)
+        request, _ = build_request(self.job_kind, base, stage_list.as_list(), limits.server_pending)
+        request[self.job_kind.spec.name_field] = job_name
+        self.log.info(
+            "Stage %d: submitting %s as %s%s",
+            self._staging.stage,
+            stage_list.describe(),
+            job_name,
+            f" (MaxPendingTimeInSeconds {limits.server_pending})" if limits.server_pending else "",
+        )
+        return request
+
+    # -- outcome ---------------------------------------------------------------------------------------
+    def _with_stages(self, outcome: CapacityOutcome) -> CapacityOutcome:
+        """The outcome with its stages; ``pending_seconds`` becomes the total from stage 1's creation."""
+        staging = self._staging
+        if staging is None:
+            return outcome
+        final = StageRecord(
+            stage=staging.stage,
+            entries=staging.current.preferences(staging.submitted).instance_types,
+            job_name=outcome.job_name,
+            pending_seconds=outcome.pending_seconds,
+            ended=StageEnd.SELECTED.value,
+            created_at=outcome.created_at,
+        )
+        offset = staging.offset({"CreationTime": outcome.created_at})
+        return replace(
+            outcome,
+            stages=[*staging.history, final.as_dict()],
+            pending_seconds=round(outcome.pending_seconds + offset, 3),
+        )
+
+    def _stage_ended(self, describe: Mapping[str, Any], ended: StageEnd) -> dict[str, Any]:
+        assert self._staging is not None
+        kind = self.job_kind
+        staging = self._staging
+        created = as_datetime(describe.get("CreationTime"))
+        return StageRecord(
+            stage=staging.stage,
+            entries=staging.current.preferences(staging.submitted).instance_types,
+            job_name=str(describe.get(kind.spec.name_field) or self._job_name),
+            pending_seconds=pending_seconds(kind, describe, service_now(describe)),
+            ended=ended.value,
+            created_at=created.isoformat() if created else None,
+        ).as_dict()
+
+    # -- the escalation --------------------------------------------------------------------------------
+    def _handles(self, received: CapacityEvent) -> bool:
+        """Whether a capacity event is the escalation's business rather than the end of the wait."""
+        staging = self._staging
+        if staging is None or received.status is EventStatus.SUCCESS:
+            return False
+        if received.status is EventStatus.ESCALATE:
+            return True
+        if staging.current.is_last:
+            return False
+        return staging.escalating or received.error_type == errors.CapacityUnavailableError.__name__
+
+    def _escalate(self, context: Any) -> dict[str, Any] | None:
+        """Look once more, stop the stage if it is still Pending, and submit the next one.
+
+        A job found selected is kept (the escalation is dropped), whatever the window said.
+        """
+        staging = self._staging
+        assert staging is not None and self._job_name is not None
+        kind, job = self.job_kind, self._job_name
+        describe = self.hook.describe_job(kind, job)  # right before Stop
+        if describe is None:
+            raise errors.JobFailedError(job, None, f"SageMaker has no {kind.value} job named {job!r}")
+        phase = phase_of(kind, describe)
+        now = service_now(describe)
+        if phase in (Phase.RUNNING, Phase.COMPLETED):
+            self.log.info(
+                "%s got capacity just as stage %d's window closed: keeping it (a job with capacity is "
+                "never stopped for escalation)",
+                job,
+                staging.stage,
+            )
+            staging.escalating = False
+            self._save_staging(context)
+            event = event_from_describe(kind, WaitFor.CAPACITY, describe, phase, staging.submitted, now=now)
+            return self._resume_capacity(context, event.as_payload())  # type: ignore[attr-defined,no-any-return]
+        error = terminal_error(kind, describe, now=now)
+        if phase is Phase.WAITING:
+            record = self._stage_ended(describe, StageEnd.ESCALATED)
+            staging.escalating = True
+            self._save_staging(context)  # before Stop: a retry knows the stop was ours
+            self.log.info(
+                "%s still pending after %s: stopping it (never billed) for stage %d",
+                job,
+                format_duration(record["pending_seconds"]),
+                staging.stage + 1,
+            )
+            self.hook.stop_job(kind, job)
+            after = self._settle(job) or describe
+            if selected(kind, after)[0]:
+                record["ended"] = StageEnd.STOPPED_AFTER_SELECTION.value
+                self.log.warning(
+                    "%s was selected (%s) between the last look and the stop; the stop cost that start. "
+                    "Stage %d offers the same entries first, so it takes that capacity if it is still free",
+                    job,
+                    selected(kind, after)[0],
+                    staging.stage + 1,
+                )
+            now = service_now(after)
+        elif isinstance(error, errors.CapacityUnavailableError) and not staging.current.is_last:
+            record = self._stage_ended(describe, StageEnd.NO_CAPACITY)
+            self.log.info(
+                "%s: no entry of stage %d had capacity (%s); submitting stage %d now",
+                job,
+                staging.stage,
+                error.reason,
+                staging.stage + 1,
+            )
+        elif staging.escalating and phase in (Phase.STOPPING, Phase.STOPPED):
+            record = self._stage_ended(describe, StageEnd.ESCALATED)  # stopped by an earlier try
+        else:
+            raise error or errors.JobFailedError(job, None, "the stage ended without capacity")
+        result: dict[str, Any] | None = self._next_stage(context, record, now)
+        return result
+
+    def _settle(self, job: str) -> dict[str, Any] | None:
+        """Describe the stopped job until SageMaker reports it ended (bounded)."""
+        deadline = time.monotonic() + STOP_SETTLE_SECONDS
+        describe: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            describe = self.hook.describe_job(self.job_kind, job)
+            if describe is None or phase_of(self.job_kind, describe).is_terminal():
+                return describe
+            time.sleep(1.0)
+        self.log.warning(
+            "%s still stopping after %.0f s; submitting the next stage anyway", job, STOP_SETTLE_SECONDS
+        )
+        return describe
+
+    def _next_stage(self, context: Any, record: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+        staging = self._staging
+        assert staging is not None
+        origin = as_datetime(staging.origin)
+        elapsed = max(0.0, (now - origin).total_seconds()) if origin else staging.elapsed
+        staging.history.append(record)
+        staging.stage += 1
+        staging.escalating = False
+        staging.elapsed = elapsed
+        self._record_stages = list(staging.history)
+        limits = staging.limits(self.job_kind, elapsed)
+        if limits.exhausted:
+            self._save_staging(context)
+            raise errors.CapacityTimeoutError(
+                str(record["job_name"]),
+                None,
+                f"max_pending ({format_duration(staging.total or 0)}) ran out after {staging.stage - 1} "
+                f"stage(s) without capacity",
+            )
+        name = sanitize_job_name(staging.base_name, suffix=stage_suffix(staging.stage))
+        self._save_staging(context, job_name=name)  # before Create: submit-once holds across stages
+        return self._submit_stage(context, name, limits)  # type: ignore[attr-defined,no-any-return]

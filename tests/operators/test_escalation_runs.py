@@ -1,0 +1,250 @@
+"""Acceptance windows in real dag.test() runs against the offline SageMaker: stages, stops, limits.
+
+Capacity changes at fixed emulated times after the scenario loads; the job's own timeline and the
+emulator's ledger of calls tell what happened (which jobs existed, which were billed, what was stopped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.operators.test_dag_runs import logs, processing_config, scenario, training_config
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+P5, G5, P4D = "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
+C5, M5 = "ml.c5.xlarge", "ml.m5.xlarge"
+HOUR = 3600
+
+
+def p5_frees_at(seconds: int, capacity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """p5 has nothing free until ``seconds`` (emulated); g5 and p4d always have room.
+
+    The clock stands still (time_scale 0) until :func:`ticking` moves it, so the first job is created
+    at emulated 0 however long the task takes to start, and every window falls where the test says.
+    """
+    pools = {
+        P5: [{"from": 0, "to": seconds, "free": 0}, {"from": seconds, "free": 8}]
+        if seconds
+        else [{"from": 0, "free": 8}]
+    }
+    return scenario(time_scale=0, capacity={**pools, **(capacity or {})})
+
+
+@contextlib.contextmanager
+def ticking(sm: Any, step: float = 60.0, every: float = 0.1) -> Iterator[None]:
+    """Move the frozen emulated clock ``step`` seconds every ``every`` real seconds once a job exists."""
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.is_set() and not sm.jobs():
+            done.wait(0.05)
+        while not done.wait(every):
+            sm.advance(step)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def windows(*after: float | None) -> list[dict[str, Any]]:
+    entries = [(P5, 2), (G5, 4), (P4D, 2)]
+    out = []
+    for (itype, count), window in zip(entries, after, strict=False):
+        entry: dict[str, Any] = {"instance_type": itype, "instance_count": count}
+        if window is not None:
+            entry["accept_after"] = window
+        out.append(entry)
+    return out
+
+
+def offered(job: dict[str, Any]) -> list[str]:
+    """The instance types a job's request offered, in order (the emulator's view of what it got)."""
+    return [p["instance_type"] for p in job["preferences"]]
+
+
+def never_selected(job: dict[str, Any]) -> bool:
+    """SageMaker never selected an entry for the job: nothing was provisioned, nothing billed."""
+    return job["selected_instance_type"] is None and job["start_time"] is None
+
+
+def test_stage_one_still_pending_when_the_window_opens_is_stopped_and_stage_two_takes_the_first_free_entry(
+    sm: Any, run_test_dag: Any, capacity_record: Any
+) -> None:
+    sm.load_scenario(p5_frees_at(90 * 60))
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_train_capacity", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
+        )
+    assert states["job"] == "success"
+    assert xcom is not None
+    first, second = sm.job("nightly"), sm.job("nightly-s2")
+    assert first["status"] == "Stopped" and never_selected(first)
+    assert offered(first) == [P5] and offered(second) == [P5, G5]
+    assert [p["instance_count"] for p in second["preferences"]] == [2, 4]
+    assert (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == (
+        "nightly-s2",
+        G5,
+        2,
+    )
+    stages = xcom["return_value"]["stages"]
+    assert [(s["stage"], s["job_name"], s["entries"], s["ended"]) for s in stages] == [
+        (1, "nightly", [P5], "escalated"),
+        (2, "nightly-s2", [P5, G5], "selected"),
+    ]
+    # Stage 1 waited about an hour; the total counts from stage 1's creation on AWS's clock.
+    # (the clock ticks on while the task looks and stops it: a few emulated minutes late at most)
+    assert HOUR <= stages[0]["pending_seconds"] < HOUR + 900
+    assert xcom["pending_seconds"] >= stages[0]["pending_seconds"]
+    record = capacity_record("t_train_capacity")
+    assert record is not None and [s["ended"] for s in record["stages"]] == ["escalated", "selected"]
+
+
+def test_first_choice_freeing_before_the_window_stays_in_stage_one(sm: Any, run_test_dag: Any) -> None:
+    sm.load_scenario(p5_frees_at(30 * 60))
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_train_capacity", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
+        )
+    assert states["job"] == "success" and xcom is not None
+    assert [j["name"] for j in sm.jobs()] == ["nightly"]
+    assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P5, 1)
+    assert [(s["stage"], s["ended"]) for s in xcom["return_value"]["stages"]] == [(1, "selected")]
+    assert xcom["pending_seconds"] == pytest.approx(30 * 60, abs=120)
+
+
+def test_three_stages_each_still_pending_when_the_next_window_opens(sm: Any, run_test_dag: Any) -> None:
+    sm.load_scenario(
+        p5_frees_at(10 * HOUR, capacity={P5: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}]})
+    )
+    with ticking(sm, step=30):
+        states, xcom = run_test_dag(
+            "t_train_capacity",
+            config=training_config(),
+            prefs=windows(None, HOUR, 2 * HOUR),
+            max_pending=5 * HOUR,
+        )
+    assert states["job"] == "success" and xcom is not None
+    jobs = {j["name"]: j for j in sm.jobs()}
+    assert sorted(jobs) == ["nightly", "nightly-s2", "nightly-s3"]
+    assert [offered(jobs[n]) for n in ("nightly", "nightly-s2", "nightly-s3")] == [
+        [P5],
+        [P5, G5],
+        [P5, G5, P4D],
+    ]
+    assert all(jobs[n]["status"] == "Stopped" and never_selected(jobs[n]) for n in ("nightly", "nightly-s2"))
+    assert (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == (
+        "nightly-s3",
+        P4D,
+        3,
+    )
+    stages = xcom["return_value"]["stages"]
+    assert [(s["stage"], s["ended"]) for s in stages] == [(1, "escalated"), (2, "escalated"), (3, "selected")]
+    # Stage 2 opened an hour into the wait and ran until two hours in: about an hour of its own.
+    assert HOUR - 900 < stages[1]["pending_seconds"] < HOUR + 900
+    assert 2 * HOUR <= xcom["pending_seconds"] < 2 * HOUR + 1800
+
+
+def test_capacity_freeing_as_the_window_opens_keeps_the_job(
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The trigger sees the job still Pending when the window opens; p5 frees before the task's look.
+    sm.load_scenario(p5_frees_at(HOUR + 300))
+    with ticking(sm, step=30):
+        states, xcom = run_test_dag(
+            "t_train_escalate_race", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
+        )
+    assert states["job"] == "success" and xcom is not None
+    assert [j["name"] for j in sm.jobs()] == ["nightly"]
+    assert sm.job("nightly")["status"] in ("InProgress", "Completed")
+    assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P5, 1)
+    assert "keeping it" in logs(capfd)
+
+
+def test_cpu_only_stage_without_capacity_goes_to_the_next_stage_at_once(sm: Any, run_test_dag: Any) -> None:
+    sm.load_scenario(p5_frees_at(0, capacity={C5: [{"from": 0, "free": 0}]}))
+    prefs = [
+        {"instance_type": C5, "instance_count": 1},
+        {"instance_type": G5, "instance_count": 1, "accept_after": 2 * HOUR},
+    ]
+    with ticking(sm, step=30):
+        states, xcom = run_test_dag(
+            "t_train_capacity", config=training_config(), prefs=prefs, max_pending=4 * HOUR
+        )
+    assert states["job"] == "success" and xcom is not None
+    first, second = sm.job("nightly"), sm.job("nightly-s2")
+    assert first["status"] == "Failed" and "CapacityError" in first["failure_reason"]
+    assert offered(second) == [C5, G5]
+    # Submitted right away, not two hours later: a CPU-only list cannot wait at SageMaker.
+    assert second["created_at"] - first["created_at"] < 600
+    assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (G5, 2)
+    assert [s["ended"] for s in xcom["return_value"]["stages"]] == ["no-capacity", "selected"]
+
+
+def test_max_pending_running_out_inside_stage_two_stops_it_and_fails_with_a_capacity_timeout(
+    sm: Any, run_test_dag: Any, capacity_record: Any
+) -> None:
+    sm.load_scenario(p5_frees_at(10 * HOUR, capacity={"ml.*": [{"from": 0, "free": 0}]}))
+    with ticking(sm, step=60):
+        states, xcom = run_test_dag(
+            "t_train_capacity",
+            config=training_config(),
+            prefs=windows(None, HOUR),
+            max_pending=HOUR + 20 * 60,
+        )
+    assert states["job"] == "failed" and xcom is None
+    first, second = sm.job("nightly"), sm.job("nightly-s2")
+    assert first["status"] == second["status"] == "Stopped"
+    # 20 minutes remained for stage 2: below SageMaker's 30-minute minimum, so the provider stopped it.
+    stopping = next(t["emulated_time"] for t in second["timeline"] if t["secondary_status"] == "Stopping")
+    assert HOUR + 20 * 60 <= stopping - first["created_at"] < HOUR + 40 * 60
+    record = capacity_record("t_train_capacity")
+    assert record is not None and record["failure_kind"] == "capacity_timeout"
+    assert [(s["stage"], s["ended"]) for s in record["stages"]] == [(1, "escalated"), (2, "timed-out")]
+
+
+def test_worker_killed_between_stages_continues_with_the_next_stage_on_retry(
+    sm: Any, run_test_dag: Any
+) -> None:
+    sm.load_scenario(p5_frees_at(90 * 60))
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_train_escalate_crash",
+            config=training_config(),
+            prefs=windows(None, HOUR),
+            max_pending=4 * HOUR,
+        )
+    assert states["job"] == "success" and xcom is not None
+    # One job per stage: the retry neither resubmitted stage 1 (-r2) nor ran two stages at once.
+    assert sorted(j["name"] for j in sm.jobs()) == ["nightly", "nightly-s2"]
+    assert sm.job("nightly")["status"] == "Stopped"
+    assert (xcom["job_name"], xcom["selected_instance_type"]) == ("nightly-s2", G5)
+    assert [s["ended"] for s in xcom["return_value"]["stages"]] == ["escalated", "selected"]
+
+
+def test_processing_stages_use_client_side_windows(sm: Any, run_test_dag: Any) -> None:
+    sm.load_scenario(p5_frees_at(0, capacity={"ml.g5.xlarge": [{"from": 0, "free": 0}]}))
+    prefs = [
+        {"instance_type": "ml.g5.xlarge", "instance_count": 1},
+        {"instance_type": "ml.g4dn.xlarge", "instance_count": 1, "accept_after": HOUR},
+    ]
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_process", config=processing_config(), prefs=prefs, max_pending=3 * HOUR
+        )
+    assert states["job"] == "success" and xcom is not None
+    assert sm.job("prep")["status"] == "Stopped" and never_selected(sm.job("prep"))
+    assert (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == (
+        "prep-s2",
+        "ml.g4dn.xlarge",
+        2,
+    )
