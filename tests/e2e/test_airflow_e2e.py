@@ -719,6 +719,75 @@ def test_invalid_preference_lists_fail_before_any_create_and_the_log_names_entry
     )
 
 
+# -- 10. acceptance windows: the window opens while the triggerer is down ----------------------------------
+
+
+def test_window_opening_while_the_triggerer_is_down_stops_stage_one_and_submits_stage_two_once(
+    airflow: LocalAirflow, ledger: Ledger
+) -> None:
+    started = time.monotonic()
+    p5, hour, dag_id = "ml.p5.48xlarge", 3600, "t_train_complete"
+    airflow.sm.load_scenario(
+        clock_scenario(
+            "escalation-restart",
+            phase_seconds={"starting": 60, "downloading": 10, "uploading": 10, "stopping": 5},
+            capacity={p5: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 8}]},
+        )
+    )
+    name = unique("esc")
+    prefs = [
+        {"instance_type": p5, "instance_count": 1},
+        {"instance_type": G5, "instance_count": 1, "accept_after": hour},
+    ]
+    run_id = airflow.trigger_dag(
+        dag_id, {"config": training_config(name), "prefs": prefs, "max_pending": 4 * hour}
+    )
+    stage_one = deferred_on(airflow, dag_id, run_id, "job", 1)
+    airflow.sm.advance(61)
+    wait_for(lambda: airflow.sm.job(name)["secondary_status"] == "Pending", 60, "stage 1 Pending")
+    airflow.kill_process("triggerer", signal.SIGKILL)
+    # The window opens while no triggerer runs.
+    airflow.sm.advance(hour)
+    time.sleep(2)
+    assert airflow.ti_states(dag_id, run_id)["job"] == "deferred"
+    airflow.restart("triggerer")
+    # The restarted triggerer sees the window open; the task stops stage 1 and defers on stage 2.
+    stage_two = deferred_on(airflow, dag_id, run_id, "job", 1, previous=stage_one)
+    assert sorted(j["name"] for j in airflow.sm.jobs()) == [name, f"{name}-s2"]
+    airflow.sm.advance(61)  # stage 2 leaves Starting and takes the free second entry
+    deferred_on(airflow, dag_id, run_id, "job", 1, previous=stage_one | stage_two)  # now for completion
+    airflow.sm.advance(10 + 3600 + 10 + 1)
+    assert airflow.wait_for_run(dag_id, run_id, timeout=180) == "success", airflow.ti_states(dag_id, run_id)
+
+    jobs = {j["name"]: j for j in airflow.sm.jobs()}
+    assert sorted(jobs) == [name, f"{name}-s2"], "one job per stage"
+    stats = airflow.sm.stats()
+    assert stats["jobs"][name]["CreateTrainingJob"] == stats["jobs"][f"{name}-s2"]["CreateTrainingJob"] == 1
+    assert jobs[name]["status"] == "Stopped" and jobs[name]["selected_instance_type"] is None
+    assert (jobs[f"{name}-s2"]["status"], jobs[f"{name}-s2"]["selected_instance_type"]) == ("Completed", G5)
+    outcome = airflow.xcom(dag_id, run_id, "job", "return_value")
+    assert [(s["job_name"], s["ended"]) for s in outcome["stages"]] == [
+        (name, "escalated"),
+        (f"{name}-s2", "selected"),
+    ]
+    # Stage 1 waited its hour (plus the moments around the restart), from AWS's timestamps.
+    assert hour - 61 <= outcome["stages"][0]["pending_seconds"] < hour + 300
+    assert outcome["pending_seconds"] >= hour
+    assert airflow.xcom(dag_id, run_id, "job", XComKey.JOB_NAME.value) == f"{name}-s2"
+    finish(
+        airflow,
+        ledger,
+        {name: (dag_id, run_id, "job", -1), f"{name}-s2": (dag_id, run_id, "job", -1)},
+        started,
+        id="escalation-triggerer-kill",
+        order=11,
+        scenario="acceptance window opens while the triggerer is killed (-9); restart",
+        load="1 task, stage 1 Pending (first choice only), the second entry's 1 h window",
+        faults="triggerer SIGKILL across the window, restarted",
+        outcome="stage 1 stopped unbilled, stage 2 submitted once, selected the second entry, completed",
+    )
+
+
 # -- 8. credentials never leak; names are sanitised ----------------------------------------------------------
 
 

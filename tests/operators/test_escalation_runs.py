@@ -248,3 +248,19 @@ def test_processing_stages_use_client_side_windows(sm: Any, run_test_dag: Any) -
         "ml.g4dn.xlarge",
         2,
     )
+
+
+def test_non_deferrable_task_escalates_the_same_way_to_completion(sm: Any, run_test_dag: Any) -> None:
+    sm.load_scenario(p5_frees_at(90 * 60))
+    with ticking(sm, step=30):
+        states, xcom = run_test_dag(
+            "t_train_sync", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
+        )
+    assert states["job"] == "success" and xcom is not None
+    assert sm.job("nightly")["status"] == "Stopped" and never_selected(sm.job("nightly"))
+    assert (xcom["job_name"], xcom["selected_instance_type"], xcom["job_status"]) == (
+        "nightly-s2",
+        G5,
+        "Completed",
+    )
+    assert [s["ended"] for s in xcom["return_value"]["stages"]] == ["escalated", "selected"]
