@@ -139,6 +139,7 @@ class LocalAirflow:
         self.task_instance = self.rest.task_instance
         self.ti_states = self.rest.ti_states
         self.set_task_state = self.rest.set_task_state
+        self.clear_task = self.rest.clear_task
         self.xcom = self.rest.xcom
         self.xcom_entries = self.rest.xcom_entries
         self.task_log = self.rest.task_log

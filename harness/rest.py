@@ -227,6 +227,18 @@ class AirflowRestClient:
         """What a user does in the UI: ``PATCH .../taskInstances/{task_id}`` with ``new_state``."""
         return self.api("PATCH", _ti_path(dag_id, run_id, task_id, map_index), json_body={"new_state": state})
 
+    def clear_task(self, dag_id: str, run_id: str, task_id: str, downstream: bool = True) -> Any:
+        """What a user does with "Clear" on a task: ``POST /dags/{dag_id}/clearTaskInstances``."""
+        body = {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "task_ids": [task_id],
+            "only_failed": False,
+            "include_downstream": downstream,
+            "reset_dag_runs": True,
+        }
+        return self.api("POST", f"/dags/{dag_id}/clearTaskInstances", json_body=body)
+
     # -- XComs and logs -----------------------------------------------------------------------------------
     def xcom(
         self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1

@@ -55,6 +55,22 @@ async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
     raise RuntimeError("the capacity trigger ended without an event")
 
 
+def _max_tries(context: Context) -> int | None:
+    """The task instance's ``max_tries``: Airflow raises it when the task is cleared, never on a retry."""
+    value = getattr(context.get("ti"), "max_tries", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cleared_since(state: Mapping[str, Any], max_tries: int | None) -> bool:
+    """Whether the task was cleared since the recorded submission (a retry keeps ``max_tries``).
+
+    Clearing sets ``max_tries = try_number + retries`` (``clear_task_instances``), so it grows with
+    every clear; a record of an earlier release, without ``max_tries``, counts as a retry.
+    """
+    recorded = state.get("max_tries")
+    return isinstance(recorded, int) and max_tries is not None and max_tries > recorded
+
+
 def _windows_in_seconds(value: Any) -> Any:
     """A literal list with ``accept_after`` as seconds (JSON-safe in the serialized DAG), else as given."""
     if not isinstance(value, list):
@@ -338,11 +354,13 @@ class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, Capacity
         """
         store = context.get("task_state_store")
         state = store.get(STATE_KEY) if store is not None else None
+        max_tries = _max_tries(context)
         submission = 1
         name = sanitize_job_name(base_name)
         if isinstance(state, Mapping) and state.get("job_name"):
             previous = str(state["job_name"])
             submission = int(str(state.get("submission") or 1))
+            cleared = _cleared_since(state, max_tries)
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
                 self.log.info(
@@ -351,31 +369,59 @@ class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, Capacity
                 name = previous
             else:
                 status = job_status(self.job_kind, describe)
-                if status is JobStatus.IN_PROGRESS:
-                    self.log.info(
-                        "Reattaching to job %s from an earlier try (still %s)", previous, status.value
-                    )
-                    return previous, describe
-                if status is JobStatus.COMPLETED:
-                    return outcome_from_describe(self.job_kind, describe, None)
-                if self._continues_escalation(state, describe):
-                    self.log.info(
-                        "Job %s was a stage of this task's escalation; going on to the next", previous
-                    )
-                    return previous, describe
+                if not cleared:
+                    if status is JobStatus.IN_PROGRESS:
+                        self.log.info(
+                            "Reattaching to job %s from an earlier try (still %s)", previous, status.value
+                        )
+                        return previous, describe
+                    if status is JobStatus.COMPLETED:
+                        return outcome_from_describe(self.job_kind, describe, None)
+                    if self._continues_escalation(state, describe):
+                        self.log.info(
+                            "Job %s was a stage of this task's escalation; going on to the next", previous
+                        )
+                        return previous, describe
+                elif status is JobStatus.IN_PROGRESS:
+                    self._stop_before_rerun(previous)
                 submission += 1
                 name = sanitize_job_name(base_name, suffix=f"-r{submission}")
                 self.log.info(
-                    "Job %s from an earlier try ended %s; submitting %s", previous, status.value, name
+                    "%s %s from an earlier try ended %s; submitting %s",
+                    "The task was cleared: running again instead of returning job" if cleared else "Job",
+                    previous,
+                    status.value,
+                    name,
                 )
         if store is not None:
             # The same job again keeps what was recorded with it (guardrails, stages); a new submission
-            # starts afresh.
+            # starts afresh. max_tries tells a later try whether the task was cleared in between.
             kept = dict(state) if isinstance(state, Mapping) and state.get("job_name") == name else {}
             store.set(
-                STATE_KEY, {**kept, "job_name": name, "submission": submission, "kind": self.job_kind.value}
+                STATE_KEY,
+                {
+                    **kept,
+                    "job_name": name,
+                    "submission": submission,
+                    "kind": self.job_kind.value,
+                    "max_tries": max_tries,
+                },
             )
         return name, None
+
+    def _stop_before_rerun(self, previous: str) -> None:
+        """A cleared task runs again: its job from before the clear stops first (``stop_job_on_kill``)."""
+        if self.stop_job_on_kill:
+            self.log.info(
+                "The task was cleared while job %s still runs: stopping it before running again", previous
+            )
+            self.hook.stop_job(self.job_kind, previous)
+        else:
+            self.log.warning(
+                "The task was cleared while job %s still runs; stop_job_on_kill=False leaves it running "
+                "next to the new job",
+                previous,
+            )
 
     def _create(
         self,

@@ -788,6 +788,87 @@ def test_window_opening_while_the_triggerer_is_down_stops_stage_one_and_submits_
     )
 
 
+# -- 11. clear means run again ------------------------------------------------------------------------------
+
+CLEARED = {
+    "completed": "a completed job: the cleared task trains again instead of returning the old outcome",
+    "failed": "a job that failed for capacity: the cleared task submits again (capacity is back)",
+    "running": "a job still training: the clear stops it; the task submits a new job",
+}
+
+
+@pytest.mark.parametrize("before", list(CLEARED))
+def test_clearing_a_task_runs_a_new_job(airflow: LocalAirflow, ledger: Ledger, before: str) -> None:
+    started = time.monotonic()
+    dag_id, c5, opens = "t_train_complete", "ml.c5.xlarge", 20_000
+    airflow.sm.load_scenario(
+        clock_scenario(
+            f"clear-{before}",
+            phase_seconds={"starting": 60, "downloading": 10, "uploading": 10, "stopping": 5},
+            capacity={
+                G5: [{"from": 0, "free": 8}],
+                c5: [{"from": 0, "to": opens, "free": 0}, {"from": opens, "free": 8}],
+            },
+        )
+    )
+    name = unique(f"clr-{before}")
+    prefs = [{"instance_type": c5 if before == "failed" else G5, "instance_count": 1}]
+    run_id = airflow.trigger_dag(
+        dag_id, {"config": training_config(name), "prefs": prefs, "max_pending": 4 * 3600}
+    )
+    seen: set[tuple[int, str]] = set()
+
+    def through_capacity_and_completion() -> None:
+        seen.update(deferred_on(airflow, dag_id, run_id, "job", 1, previous=seen))
+        airflow.sm.advance(61)  # leaves Starting: selected
+        seen.update(deferred_on(airflow, dag_id, run_id, "job", 1, previous=seen))  # now for completion
+        airflow.sm.advance(10 + 3600 + 10 + 1)
+
+    if before == "failed":
+        seen.update(deferred_on(airflow, dag_id, run_id, "job", 1))
+        airflow.sm.advance(61)  # evaluated once: no c5 free, the CPU-only job fails
+        assert airflow.wait_for_run(dag_id, run_id, timeout=120) == "failed"
+        assert airflow.sm.job(name)["status"] == "Failed"
+        airflow.sm.advance(opens)  # capacity is back
+    elif before == "completed":
+        through_capacity_and_completion()
+        assert airflow.wait_for_run(dag_id, run_id, timeout=180) == "success"
+    else:
+        seen.update(deferred_on(airflow, dag_id, run_id, "job", 1))
+        airflow.sm.advance(61)
+        seen.update(deferred_on(airflow, dag_id, run_id, "job", 1, previous=seen))  # training
+        assert airflow.sm.job(name)["status"] == "InProgress"
+    airflow.clear_task(dag_id, run_id, "job")
+    through_capacity_and_completion()
+    assert airflow.wait_for_run(dag_id, run_id, timeout=180) == "success", airflow.ti_states(dag_id, run_id)
+
+    jobs = {j["name"]: j for j in airflow.sm.jobs()}
+    assert sorted(jobs) == [name, f"{name}-r2"], "one new job for the clear"
+    assert jobs[f"{name}-r2"]["status"] == "Completed"
+    assert (
+        jobs[name]["status"] == {"completed": "Completed", "failed": "Failed", "running": "Stopped"}[before]
+    )
+    if before == "running":
+        stopping = next(
+            t["emulated_time"] for t in jobs[name]["timeline"] if t["secondary_status"] == "Stopping"
+        )
+        assert stopping <= jobs[f"{name}-r2"]["created_at"], "the old job was stopped before the new one"
+    assert airflow.xcom(dag_id, run_id, "job", XComKey.JOB_NAME.value) == f"{name}-r2"
+    assert airflow.xcom(dag_id, run_id, "job", XComKey.JOB_STATUS.value) == "Completed"
+    finish(
+        airflow,
+        ledger,
+        {name: (dag_id, run_id, "job", -1), f"{name}-r2": (dag_id, run_id, "job", -1)},
+        started,
+        id=f"clear-{before}",
+        order={"completed": 12, "failed": 13, "running": 14}[before],
+        scenario=f"Clear (REST API) of a task whose job {'is still training' if before == 'running' else before}",
+        load="1 task",
+        faults="clear of the task instance and its downstream",
+        outcome=CLEARED[before],
+    )
+
+
 # -- 8. credentials never leak; names are sanitised ----------------------------------------------------------
 
 
