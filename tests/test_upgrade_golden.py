@@ -1,0 +1,121 @@
+"""What a deferred task of the previous release left behind resumes with this release's code.
+
+``tests/golden/`` holds the serialized forms an earlier release wrote, produced by that release's own
+code (``release``/``commit`` in each file): the trigger's classpath and kwargs (in the ``trigger`` table
+while a task waits), the task state store's submit-once record, the trigger's event payload and the
+outcome record in XCom. Renaming or removing a trigger kwarg, a state key or an outcome field without a
+compatibility path fails here. When a release changes a form, add a new golden file next to these: keep
+the old ones, a deployment may still hold them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk.module_loading import import_string
+
+from airflow_provider_sm_prefs.events import CapacityEvent
+from airflow_provider_sm_prefs.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
+from airflow_provider_sm_prefs.operators.sagemaker import _cleared_since
+from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.record import CapacityRecord
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((GOLDEN / name).read_text())
+    return data
+
+
+def test_a_trigger_row_of_the_previous_release_rebuilds_with_every_kwarg_kept() -> None:
+    row = golden("trigger.json")
+    cls = import_string(row["classpath"])  # what the triggerer does with the row
+    assert cls is SageMakerCapacityTrigger
+    trigger = cls(**row["kwargs"])
+    classpath, kwargs = trigger.serialize()
+    assert classpath == row["classpath"]
+    # Every kwarg the old release wrote is still a kwarg, with the same value once re-serialized.
+    assert {k: kwargs[k] for k in row["kwargs"]} == row["kwargs"]
+
+
+def test_a_trigger_of_the_previous_release_resumes_against_sagemaker(sm: Any) -> None:
+    row = golden("trigger.json")
+    client = sm.boto3_client("sagemaker")
+    client.create_training_job(
+        TrainingJobName=row["kwargs"]["job_name"],
+        AlgorithmSpecification={
+            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
+            "TrainingInputMode": "File",
+        },
+        RoleArn="arn:aws:iam::123456789012:role/SageMakerRole",
+        OutputDataConfig={"S3OutputPath": "s3://models/out"},
+        ResourceConfig={
+            "VolumeSizeInGB": 50,
+            "InstancePreferences": [
+                {"InstanceType": p["instance_type"], "InstanceCount": p["instance_count"]}
+                for p in row["kwargs"]["preferences"]
+            ],
+        },
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+    )
+    sm.advance(600)
+    trigger = import_string(row["classpath"])(**row["kwargs"])
+
+    async def first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("no event")
+
+    payload = asyncio.run(asyncio.wait_for(first(), 60))
+    outcome = CapacityEvent.from_payload(payload).outcome_or_raise()
+    assert (outcome.job_name, outcome.selected_instance_type, outcome.preference_rank) == (
+        "golden-nightly",
+        "ml.g6.48xlarge",
+        1,
+    )
+
+
+def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_its_guardrails() -> None:
+    state = golden("records.json")["state"]
+    # No max_tries recorded: a later try is a retry (reattach), never mistaken for a clear.
+    assert not _cleared_since(state, 3)
+    # No stages recorded: the task waits as before, without windows.
+    assert "staging" not in state
+    assert not EscalationMixin._continues_escalation(_Op(), state, {"TrainingJobStatus": "Stopped"})
+    report = GuardrailReport.from_dict(state["guardrails"])
+    assert report is not None and report.kept == [2, 3]
+    assert report.excluded[0]["instance_type"] == "ml.p5.48xlarge"
+
+
+def test_the_outcome_and_record_of_the_previous_release_read_back() -> None:
+    data = golden("records.json")
+    outcome = CapacityOutcome.from_dict(data["outcome"])
+    assert outcome.as_dict() == {**data["outcome"], "stages": []}
+    event = CapacityEvent.from_payload(
+        {
+            "status": "success",
+            "job_name": outcome.job_name,
+            "job_kind": "training",
+            "wait_for": "capacity",
+            "phase": "running",
+            "outcome": data["outcome"],
+            "error_type": None,
+            "job_status": "InProgress",
+            "reason": None,
+        }
+    )
+    assert event.outcome_or_raise() == outcome
+    record = CapacityRecord.from_dict(data["record"])
+    assert record is not None
+    assert {k: v for k, v in record.as_dict().items() if k in data["record"]} == data["record"]
+
+
+class _Op(EscalationMixin):
+    job_kind = JobKind.TRAINING
