@@ -21,7 +21,7 @@ from airflow_provider_sm_prefs.events import CapacityEvent
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
-from airflow_provider_sm_prefs.operators.sagemaker import _cleared_since
+from airflow_provider_sm_prefs.operators.submission import cleared_since
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import CapacityRecord
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
@@ -85,7 +85,7 @@ def test_a_trigger_of_the_previous_release_resumes_against_sagemaker(sm: Any) ->
 def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_its_guardrails() -> None:
     state = golden("records.json")["state"]
     # No max_tries recorded: a later try is a retry (reattach), never mistaken for a clear.
-    assert not _cleared_since(state, 3)
+    assert not cleared_since(state, 3)
     # No stages recorded: the task waits as before, without windows.
     assert "staging" not in state
     assert not EscalationMixin._continues_escalation(_Op(), state, {"TrainingJobStatus": "Stopped"})

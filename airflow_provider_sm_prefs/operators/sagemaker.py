@@ -11,18 +11,15 @@ from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
-from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
+from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
     derive_job_name,
-    error_code,
-    sanitize_job_name,
     service_now,
 )
 from airflow_provider_sm_prefs.kinds import JobKind
@@ -34,8 +31,9 @@ from airflow_provider_sm_prefs.links import (
 )
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
+from airflow_provider_sm_prefs.operators.submission import SubmitOnceMixin
 from airflow_provider_sm_prefs.operators.templates import has_template
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
+from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.preferences import (
     ACCEPT_AFTER,
     InstancePreference,
@@ -45,7 +43,7 @@ from airflow_provider_sm_prefs.preferences import (
     to_seconds,
 )
 from airflow_provider_sm_prefs.recording import CapacityRecording
-from airflow_provider_sm_prefs.status import JobStatus, WaitFor, is_done, job_status, phase_of
+from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 
@@ -53,22 +51,6 @@ async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
     async for event in trigger.run():
         return dict(event.payload)
     raise RuntimeError("the capacity trigger ended without an event")
-
-
-def _max_tries(context: Context) -> int | None:
-    """The task instance's ``max_tries``: Airflow raises it when the task is cleared, never on a retry."""
-    value = getattr(context.get("ti"), "max_tries", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _cleared_since(state: Mapping[str, Any], max_tries: int | None) -> bool:
-    """Whether the task was cleared since the recorded submission (a retry keeps ``max_tries``).
-
-    Clearing sets ``max_tries = try_number + retries`` (``clear_task_instances``), so it grows with
-    every clear; a record of an earlier release, without ``max_tries``, counts as a retry.
-    """
-    recorded = state.get("max_tries")
-    return isinstance(recorded, int) and max_tries is not None and max_tries > recorded
 
 
 def _windows_in_seconds(value: Any) -> Any:
@@ -85,7 +67,9 @@ def _windows_in_seconds(value: Any) -> Any:
     return out
 
 
-class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator):
+class SageMakerPreferenceBaseOperator(
+    SubmitOnceMixin, EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator
+):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -343,113 +327,6 @@ class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, Capacity
     def _job_level_count(self, request: Mapping[str, Any]) -> int | None:
         count = self.job_kind.spec.cluster_of(request).get("InstanceCount")
         return int(count) if count is not None else None
-
-    def _reattach_or_name(
-        self, context: Context, base_name: str
-    ) -> CapacityOutcome | tuple[str, dict[str, Any] | None]:
-        """Decide the job name for this try, from the state store; reattach where a job already runs.
-
-        Returns the completed outcome, or ``(name, describe)`` where describe is None if the job
-        must be created.
-        """
-        store = context.get("task_state_store")
-        state = store.get(STATE_KEY) if store is not None else None
-        max_tries = _max_tries(context)
-        submission = 1
-        name = sanitize_job_name(base_name)
-        if isinstance(state, Mapping) and state.get("job_name"):
-            previous = str(state["job_name"])
-            submission = int(str(state.get("submission") or 1))
-            cleared = _cleared_since(state, max_tries)
-            describe = self.hook.describe_job(self.job_kind, previous)
-            if describe is None:
-                self.log.info(
-                    "Job %s recorded on an earlier try never reached SageMaker; creating it now", previous
-                )
-                name = previous
-            else:
-                status = job_status(self.job_kind, describe)
-                if not cleared:
-                    if status is JobStatus.IN_PROGRESS:
-                        self.log.info(
-                            "Reattaching to job %s from an earlier try (still %s)", previous, status.value
-                        )
-                        return previous, describe
-                    if status is JobStatus.COMPLETED:
-                        return outcome_from_describe(self.job_kind, describe, None)
-                    if self._continues_escalation(state, describe):
-                        self.log.info(
-                            "Job %s was a stage of this task's escalation; going on to the next", previous
-                        )
-                        return previous, describe
-                elif status is JobStatus.IN_PROGRESS:
-                    self._stop_before_rerun(previous)
-                submission += 1
-                name = sanitize_job_name(base_name, suffix=f"-r{submission}")
-                self.log.info(
-                    "%s %s from an earlier try ended %s; submitting %s",
-                    "The task was cleared: running again instead of returning job" if cleared else "Job",
-                    previous,
-                    status.value,
-                    name,
-                )
-        if store is not None:
-            # The same job again keeps what was recorded with it (guardrails, stages); a new submission
-            # starts afresh. max_tries tells a later try whether the task was cleared in between.
-            kept = dict(state) if isinstance(state, Mapping) and state.get("job_name") == name else {}
-            store.set(
-                STATE_KEY,
-                {
-                    **kept,
-                    "job_name": name,
-                    "submission": submission,
-                    "kind": self.job_kind.value,
-                    "max_tries": max_tries,
-                },
-            )
-        return name, None
-
-    def _stop_before_rerun(self, previous: str) -> None:
-        """A cleared task runs again: its job from before the clear stops first (``stop_job_on_kill``)."""
-        if self.stop_job_on_kill:
-            self.log.info(
-                "The task was cleared while job %s still runs: stopping it before running again", previous
-            )
-            self.hook.stop_job(self.job_kind, previous)
-        else:
-            self.log.warning(
-                "The task was cleared while job %s still runs; stop_job_on_kill=False leaves it running "
-                "next to the new job",
-                previous,
-            )
-
-    def _create(
-        self,
-        context: Context,
-        kind: JobKind,
-        request: dict[str, Any],
-        prefs: InstancePreferenceList,
-        job_name: str,
-    ) -> dict[str, Any]:
-        try:
-            response = self.hook.create_job(kind, request, prefs)
-        except ClientError as err:
-            if error_code(err) != "ResourceInUse":
-                raise
-            describe = self.hook.describe_job(kind, job_name)
-            if describe is not None and job_status(kind, describe) is JobStatus.IN_PROGRESS:
-                self.log.info(
-                    "Job %s already exists and is running: reattaching instead of creating a copy", job_name
-                )
-                return describe
-            status = job_status(kind, describe).value if describe else "unknown"
-            raise AirflowFailException(
-                f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
-                f"leave {self._name_field} out of config (the operator then derives a name unique to each run) "
-                f"or make it unique per run, e.g. include {{{{ run_id }}}}"
-            ) from err
-        self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
-        return response  # carries the ARN; the status is read once, right before deferring
 
     def _persist_links(self, context: Context, job_name: str) -> None:
         if not self.do_xcom_push:

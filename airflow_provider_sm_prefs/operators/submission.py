@@ -1,0 +1,163 @@
+"""Submit once: the job name recorded before Create, and what a later try does with it.
+
+The name goes into the task's state store *before* ``Create*``. A retry then reattaches to a job that
+still runs, returns a completed job's outcome, goes on with an escalation between stages, and only
+submits a new job (``-r2``, ``-r3``...) when the previous one failed or stopped. A *clear* is not a
+retry: the cleared task runs a new job whatever became of the previous one, stopping it first if it
+still runs (``stop_job_on_kill``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
+from botocore.exceptions import ClientError
+
+from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.status import JobStatus, job_status
+
+
+def max_tries_of(context: Context) -> int | None:
+    """The task instance's ``max_tries``: Airflow raises it when the task is cleared, never on a retry."""
+    value = getattr(context.get("ti"), "max_tries", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def cleared_since(state: Mapping[str, Any], max_tries: int | None) -> bool:
+    """Whether the task was cleared since the recorded submission (a retry keeps ``max_tries``).
+
+    Clearing sets ``max_tries = try_number + retries`` (``clear_task_instances``), so it grows with
+    every clear; a record of an earlier release, without ``max_tries``, counts as a retry.
+    """
+    recorded = state.get("max_tries")
+    return isinstance(recorded, int) and max_tries is not None and max_tries > recorded
+
+
+class SubmitOnceMixin:
+    """Mixin of the operators (which provide ``hook``, ``log``, ``job_kind`` and ``stop_job_on_kill``)."""
+
+    job_kind: ClassVar[JobKind]
+    hook: Any  # SageMakerPreferenceHook, built lazily by the operator
+    log: Any
+    stop_job_on_kill: bool
+
+    @property
+    def _name_field(self) -> str:
+        return self.job_kind.spec.name_field
+
+    def _continues_escalation(self, state: Mapping[str, Any], describe: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def _reattach_or_name(
+        self, context: Context, base_name: str
+    ) -> CapacityOutcome | tuple[str, dict[str, Any] | None]:
+        """Decide the job name for this try, from the state store; reattach where a job already runs.
+
+        Returns the completed outcome, or ``(name, describe)`` where describe is None if the job
+        must be created.
+        """
+        store = context.get("task_state_store")
+        state = store.get(STATE_KEY) if store is not None else None
+        max_tries = max_tries_of(context)
+        submission = 1
+        name = sanitize_job_name(base_name)
+        if isinstance(state, Mapping) and state.get("job_name"):
+            previous = str(state["job_name"])
+            submission = int(str(state.get("submission") or 1))
+            cleared = cleared_since(state, max_tries)
+            describe = self.hook.describe_job(self.job_kind, previous)
+            if describe is None:
+                self.log.info(
+                    "Job %s recorded on an earlier try never reached SageMaker; creating it now", previous
+                )
+                name = previous
+            else:
+                status = job_status(self.job_kind, describe)
+                if not cleared:
+                    if status is JobStatus.IN_PROGRESS:
+                        self.log.info(
+                            "Reattaching to job %s from an earlier try (still %s)", previous, status.value
+                        )
+                        return previous, describe
+                    if status is JobStatus.COMPLETED:
+                        return outcome_from_describe(self.job_kind, describe, None)
+                    if self._continues_escalation(state, describe):
+                        self.log.info(
+                            "Job %s was a stage of this task's escalation; going on to the next", previous
+                        )
+                        return previous, describe
+                elif status is JobStatus.IN_PROGRESS:
+                    self._stop_before_rerun(previous)
+                submission += 1
+                name = sanitize_job_name(base_name, suffix=f"-r{submission}")
+                self.log.info(
+                    "%s %s from an earlier try ended %s; submitting %s",
+                    "The task was cleared: running again instead of returning job" if cleared else "Job",
+                    previous,
+                    status.value,
+                    name,
+                )
+        if store is not None:
+            # The same job again keeps what was recorded with it (guardrails, stages); a new submission
+            # starts afresh. max_tries tells a later try whether the task was cleared in between.
+            kept = dict(state) if isinstance(state, Mapping) and state.get("job_name") == name else {}
+            store.set(
+                STATE_KEY,
+                {
+                    **kept,
+                    "job_name": name,
+                    "submission": submission,
+                    "kind": self.job_kind.value,
+                    "max_tries": max_tries,
+                },
+            )
+        return name, None
+
+    def _stop_before_rerun(self, previous: str) -> None:
+        """A cleared task runs again: its job from before the clear stops first (``stop_job_on_kill``)."""
+        if self.stop_job_on_kill:
+            self.log.info(
+                "The task was cleared while job %s still runs: stopping it before running again", previous
+            )
+            self.hook.stop_job(self.job_kind, previous)
+        else:
+            self.log.warning(
+                "The task was cleared while job %s still runs; stop_job_on_kill=False leaves it running "
+                "next to the new job",
+                previous,
+            )
+
+    def _create(
+        self,
+        context: Context,
+        kind: JobKind,
+        request: dict[str, Any],
+        prefs: InstancePreferenceList,
+        job_name: str,
+    ) -> dict[str, Any]:
+        try:
+            response: dict[str, Any] = self.hook.create_job(kind, request, prefs)
+        except ClientError as err:
+            if error_code(err) != "ResourceInUse":
+                raise
+            describe: dict[str, Any] | None = self.hook.describe_job(kind, job_name)
+            if describe is not None and job_status(kind, describe) is JobStatus.IN_PROGRESS:
+                self.log.info(
+                    "Job %s already exists and is running: reattaching instead of creating a copy", job_name
+                )
+                return describe
+            status = job_status(kind, describe).value if describe else "unknown"
+            raise AirflowFailException(
+                f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
+                f"leave {self._name_field} out of config (the operator then derives a name unique to each run) "
+                f"or make it unique per run, e.g. include {{{{ run_id }}}}"
+            ) from err
+        self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
+        return response  # carries the ARN; the status is read once, right before deferring
