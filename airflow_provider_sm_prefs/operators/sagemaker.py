@@ -34,6 +34,7 @@ from airflow_provider_sm_prefs.links import (
 )
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
+from airflow_provider_sm_prefs.operators.lineage import LineageMixin
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey, outcome_from_describe
 from airflow_provider_sm_prefs.preferences import (
@@ -69,7 +70,9 @@ def _windows_in_seconds(value: Any) -> Any:
     return out
 
 
-class SageMakerPreferenceBaseOperator(EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator):
+class SageMakerPreferenceBaseOperator(
+    LineageMixin, EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator
+):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
