@@ -130,6 +130,29 @@ def _preference_fields(preferences: Iterable[Mapping[str, Any]]) -> list[dict[st
     ]
 
 
+#: Facet fields read off the outcome, by the outcome's attribute (None until an entry is selected).
+_OUTCOME_FIELDS = {
+    "selectedInstanceType": "selected_instance_type",
+    "selectedInstanceCount": "selected_instance_count",
+    "preferenceRank": "preference_rank",
+    "fellBack": "fell_back",
+    "pendingSeconds": "pending_seconds",
+    "capacity": "capacity",
+    "jobStatus": "job_status",
+    "billableSeconds": "billable_seconds",
+    "hourlyCost": "hourly_cost",
+    "firstChoiceHourlyCost": "first_choice_hourly_cost",
+    "costIncrease": "cost_increase",
+    "estimatedCost": "estimated_cost",
+}
+#: Facet fields read off ``outcome.accelerators``, by its key.
+_ACCELERATOR_FIELDS = {
+    "acceleratorModel": "model",
+    "acceleratorsTotal": "total",
+    "acceleratorMemoryGibPerDevice": "memory_gib_per_device",
+}
+
+
 def capacity_facet_fields(
     kind: JobKind,
     preferences: Iterable[Mapping[str, Any]],
@@ -146,51 +169,16 @@ def capacity_facet_fields(
     :param outcome: what SageMaker chose, once known.
     :param job_name: the job's name when there is no outcome yet.
     """
+    accelerators = (outcome.accelerators if outcome else None) or {}
     fields: dict[str, Any] = {
         "jobKind": kind.value,
-        "jobName": job_name,
-        "preferences": _preference_fields(preferences),
-        "selectedInstanceType": None,
-        "selectedInstanceCount": None,
-        "preferenceRank": None,
-        "fellBack": None,
-        "pendingSeconds": None,
-        "capacity": None,
-        "acceleratorModel": None,
-        "acceleratorsTotal": None,
-        "acceleratorMemoryGibPerDevice": None,
-        "jobStatus": None,
-        "billableSeconds": None,
-        "hourlyCost": None,
-        "firstChoiceHourlyCost": None,
-        "costIncrease": None,
-        "estimatedCost": None,
-        "excluded": [],
-    }
-    if outcome is None:
-        return fields
-    accelerators = outcome.accelerators or {}
-    fields.update(
-        jobName=outcome.job_name,
-        preferences=_preference_fields(outcome.preferences) or fields["preferences"],
-        selectedInstanceType=outcome.selected_instance_type,
-        selectedInstanceCount=outcome.selected_instance_count,
-        preferenceRank=outcome.preference_rank,
-        fellBack=outcome.fell_back,
-        pendingSeconds=outcome.pending_seconds,
-        capacity=outcome.capacity,
-        acceleratorModel=accelerators.get("model"),
-        acceleratorsTotal=accelerators.get("total"),
-        acceleratorMemoryGibPerDevice=accelerators.get("memory_gib_per_device"),
-        jobStatus=outcome.job_status,
-        billableSeconds=outcome.billable_seconds,
-        hourlyCost=outcome.hourly_cost,
-        firstChoiceHourlyCost=outcome.first_choice_hourly_cost,
-        costIncrease=outcome.cost_increase,
-        estimatedCost=outcome.estimated_cost,
-        excluded=[
+        "jobName": outcome.job_name if outcome else job_name,
+        "preferences": _preference_fields((outcome.preferences if outcome else None) or preferences),
+        **{name: getattr(outcome, attr) if outcome else None for name, attr in _OUTCOME_FIELDS.items()},
+        **{name: accelerators.get(key) for name, key in _ACCELERATOR_FIELDS.items()},
+        "excluded": [
             {"instanceType": item.get("instance_type"), "rank": item.get("rank"), "kind": item.get("kind")}
-            for item in outcome.excluded
+            for item in (outcome.excluded if outcome else [])
         ],
-    )
+    }
     return fields

@@ -12,6 +12,7 @@ from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
+from airflow_provider_sm_prefs.testing.jobs import training_config as base_training_config
 
 #: Values that stand for secrets: the lineage tests assert none of them appears in any event.
 SECRET_VALUES = ("hp-secret-4711", "env-secret-0815", "proc-env-secret-2342")
@@ -24,35 +25,20 @@ PREFERENCES = [
 
 
 def training_config(name: str, tags: dict[str, str] | None = None) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
-        "InputDataConfig": [
-            {
-                "ChannelName": "train",
-                "DataSource": {
-                    "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://lineage-data/train/"}
-                },
+    """The offline SageMaker's minimal request, with two S3 channels, an output path and secrets."""
+    config = base_training_config(name, max_runtime_seconds=86400, tags=tags, VolumeSizeInGB=50)
+    config["InputDataConfig"] = [
+        {
+            "ChannelName": channel,
+            "DataSource": {
+                "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://lineage-data/{channel}/"}
             },
-            {
-                "ChannelName": "validation",
-                "DataSource": {
-                    "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://lineage-data/validation/"}
-                },
-            },
-        ],
-        "OutputDataConfig": {"S3OutputPath": "s3://lineage-models/nightly"},
-        "ResourceConfig": {"VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
-        "HyperParameters": {"learning_rate": "0.001", "api_key": SECRET_VALUES[0]},
-        "Environment": {"WANDB_API_KEY": SECRET_VALUES[1]},
-    }
-    if tags:
-        config["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+        }
+        for channel in ("train", "validation")
+    ]
+    config["OutputDataConfig"] = {"S3OutputPath": "s3://lineage-models/nightly"}
+    config["HyperParameters"] = {"learning_rate": "0.001", "api_key": SECRET_VALUES[0]}
+    config["Environment"] = {"WANDB_API_KEY": SECRET_VALUES[1]}
     return config
 
 
