@@ -47,7 +47,10 @@ class LineageMixin:
 
     def _lineage_request(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The Create* request and the list as written; ``({}, [])`` parts where they do not validate."""
-        config = self._rendered_config()
+        try:
+            config = self._rendered_config()
+        except InvalidInstancePreferencesError:  # a config that rendered to junk: no datasets to name
+            return {}, []
         if not isinstance(config, Mapping):
             return {}, []
         try:

@@ -130,3 +130,16 @@ def test_no_hyperparameter_or_environment_value_reaches_any_event(lineage_run: A
     for value in SECRET_VALUES:
         assert value not in text
     assert "HyperParameters" not in text and "Environment" not in text
+
+
+def test_a_config_that_rendered_to_junk_still_gives_lineage_without_datasets() -> None:
+    from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+
+    op = SageMakerPreferenceTrainingOperator(
+        task_id="train", config="{{ params.config }}", instance_preferences=[G6, G5], preflight="off"
+    )
+    op.config = "not json"  # as rendered; the task itself fails on it without an AWS call
+    lineage = op.get_openlineage_facets_on_start()
+    assert (lineage.inputs, lineage.outputs) == ([], [])
+    facet = lineage.run_facets[FACET_NAME]
+    assert facet.jobKind == "training" and facet.selectedInstanceType is None
