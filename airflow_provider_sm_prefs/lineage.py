@@ -125,6 +125,7 @@ def _preference_fields(preferences: Iterable[Mapping[str, Any]]) -> list[dict[st
             "instanceType": entry.get("instance_type"),
             "instanceCount": entry.get("instance_count"),
             "trainingPlanArn": entry.get("training_plan_arn"),
+            "acceptAfterSeconds": entry.get("accept_after"),
         }
         for entry in preferences
     ]

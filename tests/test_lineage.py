@@ -125,9 +125,21 @@ def test_facet_fields_before_selection_hold_the_list_only() -> None:
     fields = capacity_facet_fields(JobKind.TRAINING, PREFS, job_name="nightly")
     assert fields["jobKind"] == "training" and fields["jobName"] == "nightly"
     assert fields["preferences"] == [
-        {"instanceType": "ml.g6.48xlarge", "instanceCount": 2, "trainingPlanArn": None},
-        {"instanceType": "ml.g5.48xlarge", "instanceCount": 4, "trainingPlanArn": None},
+        {
+            "instanceType": "ml.g6.48xlarge",
+            "instanceCount": 2,
+            "trainingPlanArn": None,
+            "acceptAfterSeconds": None,
+        },
+        {
+            "instanceType": "ml.g5.48xlarge",
+            "instanceCount": 4,
+            "trainingPlanArn": None,
+            "acceptAfterSeconds": None,
+        },
     ]
+    windowed = capacity_facet_fields(JobKind.TRAINING, [{**PREFS[1], "accept_after": 1800.0}])
+    assert windowed["preferences"][0]["acceptAfterSeconds"] == 1800.0
     assert fields["selectedInstanceType"] is None and fields["preferenceRank"] is None
 
 

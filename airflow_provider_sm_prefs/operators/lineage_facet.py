@@ -39,7 +39,8 @@ class SageMakerCapacityRunFacet(RunFacet):
 
     :param jobKind: ``training`` or ``processing``.
     :param jobName: the SageMaker job.
-    :param preferences: the list as written: ``{instanceType, instanceCount, trainingPlanArn}`` per entry.
+    :param preferences: the list as written: ``{instanceType, instanceCount, trainingPlanArn,
+        acceptAfterSeconds}`` per entry.
     :param selectedInstanceType: the entry SageMaker selected.
     :param selectedInstanceCount: its instance count.
     :param preferenceRank: its place in the list (1 = first choice).
