@@ -69,6 +69,8 @@ class CapacityOutcome:
     #: CreationTime and the end time SageMaker reports (ISO 8601), when known.
     created_at: str | None = None
     ended_at: str | None = None
+    #: Training: where SageMaker put the model (``ModelArtifacts.S3ModelArtifacts``), once it reports it.
+    model_artifacts: str | None = None
     #: Guardrails before submit (see :mod:`.guardrails`): USD per hour of the selected cluster and of the
     #: first entry as written, the difference as a fraction, the cost once billable seconds are known,
     #: the entries left out (``{instance_type, rank, kind, reason}``) and the checks that could not run.
@@ -211,6 +213,7 @@ def outcome_from_describe(
         failure_reason=describe.get("FailureReason"),
         created_at=_iso(describe.get("CreationTime")),
         ended_at=_iso(describe.get(spec.end_time_field)),
+        model_artifacts=(describe.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
     )
 
 

@@ -32,6 +32,8 @@ class CapacityRecording:
     _record_guardrails: dict[str, Any] | None = None
     #: Submission stages that ended before this try failed (acceptance windows), for a failure record.
     _record_stages: list[dict[str, Any]] | None = None
+    #: The outcome this try pushed last (OpenLineage's on-complete and on-failure read it).
+    _pushed_outcome: CapacityOutcome | None = None
     hook: Any
     log: Any
 
@@ -53,6 +55,7 @@ class CapacityRecording:
         :param selection: this push reports the selection (sends the capacity metrics); False for the
             push when the job ends after an earlier push reported it, or for a job an earlier try ran.
         """
+        self._pushed_outcome = outcome
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
             ti.xcom_push(key=key, value=value)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,18 @@ def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
     s3 = sm.boto3_client("s3")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="sm-prefs-demo")["Contents"]]
     assert any(k.endswith("train.csv") for k in keys)
+    # The job runs train.py from the archive the DAG uploaded beside (not inside) the training channel.
+    described = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName=job["name"])
+    hyper = described["HyperParameters"]
+    assert json.loads(hyper["sagemaker_program"]) == "train.py"
+    code = json.loads(hyper["sagemaker_submit_directory"])
+    channel = described["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert code.startswith("s3://sm-prefs-demo/") and not code.startswith(channel)
+    archive = s3.get_object(Bucket="sm-prefs-demo", Key=code.removeprefix("s3://sm-prefs-demo/"))[
+        "Body"
+    ].read()
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        assert {"train.py", "airflow_provider_sm_prefs/container.py"} <= set(tar.getnames())
 
 
 def test_nightly_retrain_triggered_by_hand_without_a_logical_date(sm: Any, example_dags: Any) -> None:

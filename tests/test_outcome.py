@@ -198,3 +198,16 @@ def test_completed_is_no_error() -> None:
 )
 def test_format_duration(seconds: int, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_completed_training_outcome_carries_the_model_artifact_sagemaker_reports() -> None:
+    artifact = "s3://models/out/nightly/output/model.tar.gz"
+    completed = training(
+        status="Completed",
+        secondary="Completed",
+        selected=("ml.g5.48xlarge", 4),
+        ModelArtifacts={"S3ModelArtifacts": artifact},
+    )
+    assert outcome_from_describe(JobKind.TRAINING, completed).model_artifacts == artifact
+    running = training(secondary="Training", selected=("ml.g5.48xlarge", 4))
+    assert outcome_from_describe(JobKind.TRAINING, running).model_artifacts is None

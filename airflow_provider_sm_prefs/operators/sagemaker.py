@@ -31,6 +31,7 @@ from airflow_provider_sm_prefs.links import (
 )
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
+from airflow_provider_sm_prefs.operators.lineage import LineageMixin
 from airflow_provider_sm_prefs.operators.submission import SubmitOnceMixin
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
@@ -68,7 +69,7 @@ def _windows_in_seconds(value: Any) -> Any:
 
 
 class SageMakerPreferenceBaseOperator(
-    SubmitOnceMixin, EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator
+    LineageMixin, SubmitOnceMixin, EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator
 ):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
