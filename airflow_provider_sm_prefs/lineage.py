@@ -181,5 +181,15 @@ def capacity_facet_fields(
             {"instanceType": item.get("instance_type"), "rank": item.get("rank"), "kind": item.get("kind")}
             for item in (outcome.excluded if outcome else [])
         ],
+        "stages": [
+            {
+                "stage": item.get("stage"),
+                "entries": list(item.get("entries") or []),
+                "jobName": item.get("job_name"),
+                "pendingSeconds": item.get("pending_seconds"),
+                "ended": item.get("ended"),
+            }
+            for item in (outcome.stages if outcome else [])
+        ],
     }
     return fields

@@ -52,6 +52,24 @@ def outcome(**overrides: Any) -> CapacityOutcome:
         "estimated_cost": 35.84,
         "excluded": [{"instance_type": "ml.p5.48xlarge", "rank": 1, "kind": "quota", "reason": "quota is 0"}],
         "model_artifacts": "s3://models/out/nightly/output/model.tar.gz",
+        "stages": [
+            {
+                "stage": 1,
+                "entries": ["ml.g6.48xlarge"],
+                "job_name": "nightly",
+                "pending_seconds": 3610.2,
+                "ended": "escalated",
+                "created_at": "2026-11-29T19:30:00+00:00",
+            },
+            {
+                "stage": 2,
+                "entries": ["ml.g6.48xlarge", "ml.g5.48xlarge"],
+                "job_name": "nightly-s2",
+                "pending_seconds": 12.0,
+                "ended": "selected",
+                "created_at": "2026-11-29T20:30:12+00:00",
+            },
+        ],
     }
     return CapacityOutcome(**{**base, **overrides})
 
@@ -152,6 +170,11 @@ def test_facet_fields_after_selection_carry_choice_rank_wait_and_costs() -> None
     assert len(fields["preferences"]) == 2  # the outcome's list, as written
     # The guardrails' reason text stays in the capacity record; the facet says which entry and why in one word.
     assert fields["excluded"] == [{"instanceType": "ml.p5.48xlarge", "rank": 1, "kind": "quota"}]
+    # Acceptance windows: each stage, its job and how it ended.
+    assert [(s["stage"], s["jobName"], s["ended"]) for s in fields["stages"]] == [
+        (1, "nightly", "escalated"),
+        (2, "nightly-s2", "selected"),
+    ]
 
 
 def schema() -> dict[str, Any]:

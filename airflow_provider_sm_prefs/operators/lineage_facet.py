@@ -57,6 +57,8 @@ class SageMakerCapacityRunFacet(RunFacet):
     :param costIncrease: ``hourlyCost`` against ``firstChoiceHourlyCost``, as a fraction.
     :param estimatedCost: ``hourlyCost`` × billable time, once known.
     :param excluded: entries the guardrails left out before submit: ``{instanceType, rank, kind}``.
+    :param stages: submission stages of a list with acceptance windows: ``{stage, entries, jobName,
+        pendingSeconds, ended}``; empty otherwise.
     """
 
     jobKind: str
@@ -78,9 +80,10 @@ class SageMakerCapacityRunFacet(RunFacet):
     costIncrease: float | None = field(default=None)
     estimatedCost: float | None = field(default=None)
     excluded: list[dict[str, Any]] = field(factory=list)
+    stages: list[dict[str, Any]] = field(factory=list)
 
     #: Instance types, plan ARNs and statuses are not secrets: keep OpenLineage's redaction off them.
-    _additional_skip_redact = ["jobKind", "jobName", "preferences", "selectedInstanceType", "excluded"]
+    _additional_skip_redact = ["jobKind", "jobName", "preferences", "selectedInstanceType", "excluded", "stages"]
 
     def __attrs_post_init__(self) -> None:
         if not self._producer:
