@@ -237,7 +237,7 @@ class AirflowRestClient:
             "include_downstream": downstream,
             "reset_dag_runs": True,
         }
-        return self.api("POST", f"/dags/{dag_id}/clearTaskInstances", json_body=body)
+        return self.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", json_body=body)
 
     # -- XComs and logs -----------------------------------------------------------------------------------
     def xcom(
