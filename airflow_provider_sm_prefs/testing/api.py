@@ -20,6 +20,7 @@ from airflow_provider_sm_prefs.testing.exceptions import (
     UnknownOperation,
     ValidationError,
 )
+from airflow_provider_sm_prefs.testing.logs_api import LogsApi
 from airflow_provider_sm_prefs.testing.models import Job, JobKind
 from airflow_provider_sm_prefs.testing.operations import OPERATIONS, SERVICE_OF
 from airflow_provider_sm_prefs.testing.responses import page_offset, page_token
@@ -80,6 +81,8 @@ class SageMakerApi:
         }
         # Training plans, Service Quotas and the Price List API: what clients check before a Create.
         self._handlers.update(AccountApi(engine).handlers())
+        # The CloudWatch Logs reads of the jobs' log streams.
+        self._handlers.update(LogsApi(engine).handlers())
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one operation at the emulated now; raises :class:`~.exceptions.ApiError` for client errors."""

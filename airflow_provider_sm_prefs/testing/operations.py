@@ -3,7 +3,8 @@
 Requests name their operation in the ``X-Amz-Target`` header (``<target prefix>.<Operation>``, AWS's
 JSON protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast
 path. Besides the eight SageMaker job operations, the emulator serves what a client checks before it
-submits: training plans (SageMaker), Service Quotas and the Price List API, from the same scenario.
+submits: training plans (SageMaker), Service Quotas and the Price List API, from the same scenario; and
+the CloudWatch Logs reads of the jobs' log streams.
 """
 
 from __future__ import annotations
@@ -43,12 +44,17 @@ TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
     ),
     "ServiceQuotasV20190624": ("servicequotas", frozenset({"ListServiceQuotas", "GetServiceQuota"})),
     "AWSPriceListService": ("pricing", frozenset({"GetProducts"})),
+    # The reads of the jobs' CloudWatch log streams (what log followers call); writes stay moto's.
+    "Logs_20140328": (
+        "logs",
+        frozenset({"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents"}),
+    ),
 }
 
 #: Every emulated operation (names are unique across the services).
 OPERATIONS: frozenset[str] = frozenset().union(*(ops for _, ops in TARGET_PREFIXES.values()))
 
-#: The IAM service prefix of each emulated operation (``sagemaker``, ``servicequotas``, ``pricing``).
+#: The IAM service prefix of each emulated operation (``sagemaker``, ``servicequotas``, ``pricing``, ``logs``).
 SERVICE_OF: Mapping[str, str] = {op: service for service, ops in TARGET_PREFIXES.values() for op in ops}
 
 #: The request parameter that names the job, per operation (for per-job call counts).

@@ -13,6 +13,7 @@ import difflib
 import fnmatch
 import itertools
 import math
+import string
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -22,10 +23,13 @@ from airflow_provider_sm_prefs.testing.exceptions import ScenarioError
 from airflow_provider_sm_prefs.testing.operations import OPERATIONS
 from airflow_provider_sm_prefs.testing.scenario_types import (
     FAULT_KEYS,
+    JOB_LOG_FIELDS,
+    JOB_LOG_KEYS,
     PHASES,
     PLAN_STATUSES,
     CapacityWindow,
     Faults,
+    JobLogs,
     PhaseSeconds,
     TrainingPlan,
     is_glob,
@@ -57,6 +61,7 @@ TOP_LEVEL_KEYS = frozenset(
         "seed",
         "prices",
         "access_denied",
+        "job_logs",
     }
 )
 _JOB_KINDS = ("training", "processing")
@@ -392,6 +397,37 @@ def _access_denied(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"access_denied": frozenset(raw)}
 
 
+def _log_line(line: Any, where: str) -> str:
+    if not isinstance(line, str):
+        raise ScenarioError(f"{where}: must be a string, got {line!r}")
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(line) if name is not None]
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: {exc} (write {{{{ and }}}} for literal braces)") from None
+    for name in fields:
+        if name not in JOB_LOG_FIELDS:
+            raise ScenarioError(
+                f"{where}: unknown placeholder {{{name}}}; allowed: "
+                + ", ".join(f"{{{f}}}" for f in JOB_LOG_FIELDS)
+            )
+    return line
+
+
+def _job_logs(data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = _mapping(data.get("job_logs"), "job_logs")
+    _only_keys(raw, "job_logs", JOB_LOG_KEYS)
+    defaults = JobLogs()
+    sections: dict[str, tuple[str, ...]] = {}
+    for key in JOB_LOG_KEYS:
+        lines = raw.get(key, getattr(defaults, key))
+        if not _list(lines) or (key != "failure" and not lines):
+            raise ScenarioError(
+                f"job_logs.{key}: must be a{' non-empty' if key != 'failure' else ''} list of lines"
+            )
+        sections[key] = tuple(_log_line(line, f"job_logs.{key}[{i}]") for i, line in enumerate(lines))
+    return {"job_logs": JobLogs(**sections)}
+
+
 #: The sections in file order; each returns its part of the :class:`Scenario` keyword arguments.
 SECTIONS: tuple[Section, ...] = (
     _settings(_GENERAL),
@@ -406,4 +442,5 @@ SECTIONS: tuple[Section, ...] = (
     _settings(_SEED),
     _prices,
     _access_denied,
+    _job_logs,
 )

@@ -22,10 +22,13 @@ __all__ = [
     "BUILTIN_SCENARIOS",
     "DEFAULT_MAX_PENDING_SECONDS",
     "FAULT_KEYS",
+    "JOB_LOG_FIELDS",
+    "JOB_LOG_KEYS",
     "PHASES",
     "PLAN_STATUSES",
     "CapacityWindow",
     "Faults",
+    "JobLogs",
     "PhaseSeconds",
     "Scenario",
     "ScenarioSource",
@@ -144,6 +147,48 @@ class Faults:
         return {name: getattr(self, name) for name in FAULT_KEYS}
 
 
+#: The sections of ``job_logs``, in file order.
+JOB_LOG_KEYS = ("training", "processing", "failure")
+#: The placeholders a ``job_logs`` line may use (``str.format`` fields).
+JOB_LOG_FIELDS = ("job_name", "host", "instance_type", "instance_count")
+
+
+@dataclass(frozen=True)
+class JobLogs:
+    """What a job's containers write to CloudWatch Logs, one stream per instance.
+
+    ``training`` / ``processing``: the lines every instance writes while the job runs, spread evenly over
+    its run time. ``failure``: the last lines of the first instance (``algo-1``) of a job that fails
+    after it started, after the FailureReason's own line. Each line may use the placeholders
+    :data:`JOB_LOG_FIELDS`.
+    """
+
+    training: tuple[str, ...] = (
+        "Container started on {instance_type} ({host} of {instance_count} instances)",
+        "Reading training data from /opt/ml/input/data",
+        "Epoch 1/3: loss=0.912",
+        "Epoch 2/3: loss=0.534",
+        "Epoch 3/3: loss=0.301",
+        "Saving the model to /opt/ml/model",
+    )
+    processing: tuple[str, ...] = (
+        "Container started on {instance_type} ({host} of {instance_count} instances)",
+        "Reading inputs from /opt/ml/processing/input",
+        "Processed 50% of the records",
+        "Processed 100% of the records",
+        "Writing outputs to /opt/ml/processing/output",
+    )
+    failure: tuple[str, ...] = (
+        "Traceback (most recent call last):",
+        '  File "/opt/ml/code/entrypoint.py", line 42, in <module>',
+        "RuntimeError: emulated failure in {job_name} on {host}",
+    )
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """Render in the scenario file's form."""
+        return {key: list(getattr(self, key)) for key in JOB_LOG_KEYS}
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A validated scenario. Build one with :func:`load_scenario`; the constructor does not validate.
@@ -167,6 +212,7 @@ class Scenario:
     :param prices: ``{instance type: {region or "*": USD per instance-hour}}`` for the Price List API;
         a type without a price in a region is not offered there.
     :param access_denied: operations answered with ``AccessDeniedException``.
+    :param job_logs: the lines jobs write to CloudWatch Logs (see :class:`JobLogs`).
     """
 
     name: str = "custom"
@@ -191,6 +237,7 @@ class Scenario:
     seed: int | None = None
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     access_denied: frozenset[str] = frozenset()
+    job_logs: JobLogs = field(default_factory=JobLogs)
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -251,6 +298,7 @@ class Scenario:
             "region": self.region,
             "account_id": self.account_id,
             "builtin_algorithms": {k: list(v) for k, v in self.builtin_algorithms.items()},
+            "job_logs": self.job_logs.as_dict(),
         }
         if self.start_epoch is not None:
             out["start_epoch"] = self.start_epoch
