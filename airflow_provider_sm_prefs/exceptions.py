@@ -37,9 +37,17 @@ class SageMakerJobError(SageMakerPreferencesError):
         self.job_name = job_name
         self.status = status
         self.reason = reason
+        self.log_tail: list[str] = []
         super().__init__(
             f"{self.summary}: job {job_name!r} status={status or 'unknown'}: {reason or 'no reason given'}"
         )
+
+    def add_log_tail(self, lines: list[str]) -> None:
+        """Append the job's last log lines to the message (``reason`` stays AWS's FailureReason alone)."""
+        if not lines:
+            return
+        self.log_tail = list(lines)
+        self.args = (f"{self.args[0]}\nLast lines of the job's logs:\n" + "\n".join(lines), *self.args[1:])
 
 
 class QuotaExceededError(SageMakerJobError):

@@ -81,6 +81,9 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
             )
             requests.add(Request(action, resource))
             continue
+        if call.service == "logs":
+            requests.add(Request(f"logs:{call.operation}", _logs_resource(call.params, region, account)))
+            continue
         if call.service != "sagemaker":
             requests.add(Request(f"{call.service}:{call.operation}", "*"))
             continue
@@ -105,6 +108,14 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
                 Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
             )
     return requests
+
+
+def _logs_resource(params: Mapping[str, Any], region: str, account: str) -> str:
+    """The log group (or, for a call that names one, log stream) ARN a CloudWatch Logs call acts on."""
+    group = str(params.get("logGroupName") or params.get("logGroupIdentifier") or "*")
+    arn = group if group.startswith("arn:") else f"arn:aws:logs:{region}:{account}:log-group:{group}"
+    stream = params.get("logStreamName")
+    return f"{arn}:log-stream:{stream}" if stream else f"{arn}:*"
 
 
 def _as_list(value: Any) -> list[str]:

@@ -32,6 +32,7 @@ from airflow_provider_sm_prefs.links import (
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
 from airflow_provider_sm_prefs.operators.lineage import LineageMixin
+from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogsMixin
 from airflow_provider_sm_prefs.operators.submission import SubmitOnceMixin
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
@@ -69,7 +70,13 @@ def _windows_in_seconds(value: Any) -> Any:
 
 
 class SageMakerPreferenceBaseOperator(
-    LineageMixin, SubmitOnceMixin, EscalationMixin, GuardrailsMixin, CapacityRecording, BaseOperator
+    JobLogsMixin,
+    LineageMixin,
+    SubmitOnceMixin,
+    EscalationMixin,
+    GuardrailsMixin,
+    CapacityRecording,
+    BaseOperator,
 ):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
@@ -98,6 +105,12 @@ class SageMakerPreferenceBaseOperator(
     :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
         the same semantics.
     :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
+    :param print_log: once the job has ended (completed, failed or stopped), write its CloudWatch log
+        lines into the task log, interleaved by time and prefixed by instance (``[algo-2]``); a failure's
+        exception carries the last lines. Read by the worker, never by the triggerer; a log read error
+        only warns.
+    :param max_log_lines: the most lines written (the last ones); the task log says what was cut and
+        links the rest.
     :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).
     :param max_hourly_cost: USD per hour for an entry's whole cluster; dearer entries are excluded.
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
@@ -138,6 +151,8 @@ class SageMakerPreferenceBaseOperator(
         max_poll_interval: float | None = None,
         deferrable: bool = True,
         stop_job_on_kill: bool = True,
+        print_log: bool = True,
+        max_log_lines: int = DEFAULT_MAX_LOG_LINES,
         requirements: Any = None,
         max_hourly_cost: float | str | None = None,
         max_cost_increase: float | str | None = None,
@@ -166,6 +181,8 @@ class SageMakerPreferenceBaseOperator(
         self.max_poll_interval = max_poll_interval
         self.deferrable = deferrable
         self.stop_job_on_kill = stop_job_on_kill
+        self.print_log = print_log
+        self.max_log_lines = max_log_lines
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
@@ -443,7 +460,7 @@ class SageMakerPreferenceBaseOperator(
         received = CapacityEvent.from_payload(event, self._job_name or "?")
         if self._staging is not None and received.status is not EventStatus.SUCCESS:
             self._record_stages = [*self._staging.history, self._failed_stage(received)]
-        outcome = received.outcome_or_raise()
+        outcome = self.outcome_with_logs(received)
         self._job_name = outcome.job_name
         outcome = self._with_stages(self._with_guardrails(outcome, guardrails))
         self.log.info("Capacity acquired: %s", outcome.summary())
@@ -467,7 +484,7 @@ class SageMakerPreferenceBaseOperator(
         with self.recording_failures(context):
             if self._staging is None:
                 self._staging = self._load_staging(context)
-            outcome = CapacityEvent.from_payload(event, self._job_name or "?").outcome_or_raise()
+            outcome = self.outcome_with_logs(CapacityEvent.from_payload(event, self._job_name or "?"))
             report = GuardrailReport.from_dict(guardrails)
             outcome = self._with_stages(report.apply(outcome) if report else outcome)
             self.log.info("Job finished: %s", outcome.summary())

@@ -121,6 +121,16 @@ t_train_sync = _dag(
     "t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False
 )
 t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
+t_process_complete = _dag(
+    "t_process_complete", SageMakerPreferenceProcessingOperator, wait_for_completion=True
+)
+# The job's logs in the task log: a small cap, and none at all.
+t_train_logs_cut = _dag(
+    "t_train_logs_cut", SageMakerPreferenceTrainingOperator, wait_for_completion=True, max_log_lines=5
+)
+t_train_quiet = _dag(
+    "t_train_quiet", SageMakerPreferenceTrainingOperator, wait_for_completion=True, print_log=False
+)
 t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
 t_train_crash_done = _dag(
     "t_train_crash_done", CrashAfterCompletionTrainingOperator, retries=1, wait_for_completion=True

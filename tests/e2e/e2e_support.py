@@ -117,15 +117,22 @@ def operations_outside_policy(af: LocalAirflow) -> list[str]:
         for op in ops
         if op in JOB_NAME_PARAM
     ]
-    # Other operations by their service; the counts do not name the training plan a Describe was for.
+    # Other operations by their service; the counts do not name the training plan a Describe was for,
+    # nor the log group a Logs read was for (the policy grants both SageMaker groups alike).
     calls += [
-        iam.Call(
-            SERVICE_OF.get(op, "sagemaker"), op, {"TrainingPlanName": "*"} if "TrainingPlan" in op else {}
-        )
+        iam.Call(SERVICE_OF.get(op, "sagemaker"), op, _unnamed_resource(op))
         for op in stats["operations"]
         if op not in JOB_NAME_PARAM
     ]
     return [str(r) for r in iam.denied(policy, iam.required(calls, account=account))]
+
+
+def _unnamed_resource(op: str) -> dict[str, str]:
+    if "TrainingPlan" in op:
+        return {"TrainingPlanName": "*"}
+    if SERVICE_OF.get(op) == "logs":
+        return {"logGroupName": "/aws/sagemaker/TrainingJobs"}
+    return {}
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
