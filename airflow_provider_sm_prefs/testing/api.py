@@ -112,6 +112,12 @@ class SageMakerApi:
             raise ValidationError(f"{key}: required")
         return name
 
+    def _job_level_count(self, cluster: dict[str, Any], selected_count: int) -> None:
+        """With per-entry counts the request has no job-level ``InstanceCount``; AWS does not say whether
+        Describe adds one, so the scenario decides (``describe_instance_count``)."""
+        if self.engine.scenario.describe_instance_count == "selected":
+            cluster.setdefault("InstanceCount", selected_count)
+
     # ------------------------------------------------------------------------------------- training
 
     def _create_training(self, params: dict[str, Any], now: float) -> dict[str, Any]:
@@ -152,6 +158,7 @@ class SageMakerApi:
             if job.selected is not None:
                 resource_config["SelectedInstanceType"] = job.selected.instance_type
                 resource_config["SelectedInstanceCount"] = job.selected.count
+                self._job_level_count(resource_config, job.selected.count)
         out["ResourceConfig"] = resource_config
         out["StoppingCondition"] = {**DEFAULT_STOPPING_CONDITION, **(request.get("StoppingCondition") or {})}
         out["CreationTime"] = _ts(job.created_at)
@@ -234,6 +241,7 @@ class SageMakerApi:
             if job.selected is not None:
                 cluster["SelectedInstanceType"] = job.selected.instance_type
                 cluster["SelectedInstanceCount"] = job.selected.count
+                self._job_level_count(cluster, job.selected.count)
         resources["ClusterConfig"] = cluster
         out["ProcessingResources"] = resources
         out["CreationTime"] = _ts(job.created_at)

@@ -240,8 +240,10 @@ def _single_type(config: Mapping[str, Any], prefix: str, kind: JobKind, alternat
     if config.get("InstanceType") is None:
         raise ValidationError(f"{prefix}.InstanceType: required unless {alternatives} is given")
     instance_type = _check_type(config["InstanceType"], f"{prefix}.InstanceType", kind)
-    count = _check_count(config.get("InstanceCount"), f"{prefix}.InstanceCount", kind)
-    return instance_type, count
+    count = config.get("InstanceCount")
+    if count is None and kind is JobKind.PROCESSING:
+        count = 1  # ProcessingClusterConfig.InstanceCount: "The default value is 1."
+    return instance_type, _check_count(count, f"{prefix}.InstanceCount", kind)
 
 
 def _type_fields(where: str, types: list[str]) -> _Fields:

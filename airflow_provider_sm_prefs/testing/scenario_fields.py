@@ -62,6 +62,7 @@ TOP_LEVEL_KEYS = frozenset(
         "prices",
         "access_denied",
         "job_logs",
+        "describe_instance_count",
     }
 )
 _JOB_KINDS = ("training", "processing")
@@ -262,6 +263,7 @@ _GENERAL: tuple[_Setting, ...] = (
     ("pending_timeout_outcome", partial(_choice, allowed=("stopped", "failed")), False),
     ("processing_when_no_capacity", partial(_choice, allowed=("wait", "fail")), False),
     ("default_max_pending_seconds", partial(_number, minimum=1, allow_inf=True), False),
+    ("describe_instance_count", partial(_choice, allowed=("omitted", "selected")), False),
 )
 _IDENTITY: tuple[_Setting, ...] = (("region", _region, False), ("account_id", _account_id, False))
 _SEED: tuple[_Setting, ...] = (("seed", _integer, True),)

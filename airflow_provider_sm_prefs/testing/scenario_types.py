@@ -213,6 +213,10 @@ class Scenario:
         a type without a price in a region is not offered there.
     :param access_denied: operations answered with ``AccessDeniedException``.
     :param job_logs: the lines jobs write to CloudWatch Logs (see :class:`JobLogs`).
+    :param describe_instance_count: what Describe* answers for the job-level ``InstanceCount`` of a job
+        whose preference entries carry the counts (AWS does not document it): ``omitted`` (default; the
+        request is echoed, so the field is absent) or ``selected`` (``SelectedInstanceCount`` once an entry
+        is selected).
     """
 
     name: str = "custom"
@@ -238,6 +242,7 @@ class Scenario:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     access_denied: frozenset[str] = frozenset()
     job_logs: JobLogs = field(default_factory=JobLogs)
+    describe_instance_count: str = "omitted"
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -299,6 +304,7 @@ class Scenario:
             "account_id": self.account_id,
             "builtin_algorithms": {k: list(v) for k, v in self.builtin_algorithms.items()},
             "job_logs": self.job_logs.as_dict(),
+            "describe_instance_count": self.describe_instance_count,
         }
         if self.start_epoch is not None:
             out["start_epoch"] = self.start_epoch
