@@ -3,12 +3,16 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
+# The SageMaker Python SDK cannot share .venv with apache-airflow 3.3 (sagemaker-core pins
+# importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
+SDK_VENV := build/sdk-venv
 
-.PHONY: help install test lint demo bench bench-page bench-preflight airflow airflow-history e2e reliability-doc postgres browser clean
+.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
 	@echo "make test     - install, then run the whole test suite"
+	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
 	@echo "make lint     - ruff and mypy"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks (not part of make test)"
@@ -26,7 +30,15 @@ $(VENV)/.installed: pyproject.toml uv.lock
 
 install: $(VENV)/.installed
 
-test: install
+$(SDK_VENV)/.installed: tests/sdk/requirements.txt
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SDK_VENV)
+	$(UV) pip install --quiet --python $(SDK_VENV)/bin/python -r tests/sdk/requirements.txt
+	@touch $@
+
+sdk-venv: $(SDK_VENV)/.installed
+
+test: install sdk-venv
 	$(RUN) pytest -m "not e2e"
 
 postgres:

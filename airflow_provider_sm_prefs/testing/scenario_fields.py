@@ -63,6 +63,7 @@ TOP_LEVEL_KEYS = frozenset(
         "access_denied",
         "job_logs",
         "describe_instance_count",
+        "iam_denied_actions",
     }
 )
 _JOB_KINDS = ("training", "processing")
@@ -430,6 +431,13 @@ def _job_logs(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"job_logs": JobLogs(**sections)}
 
 
+def _iam_denied_actions(data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = data.get("iam_denied_actions") or []
+    if not _list(raw) or not all(isinstance(a, str) and ":" in a for a in raw):
+        raise ScenarioError("iam_denied_actions: must be a list of IAM actions, e.g. [s3:PutObject]")
+    return {"iam_denied_actions": frozenset(raw)}
+
+
 #: The sections in file order; each returns its part of the :class:`Scenario` keyword arguments.
 SECTIONS: tuple[Section, ...] = (
     _settings(_GENERAL),
@@ -445,4 +453,5 @@ SECTIONS: tuple[Section, ...] = (
     _prices,
     _access_denied,
     _job_logs,
+    _iam_denied_actions,
 )

@@ -217,6 +217,8 @@ class Scenario:
         whose preference entries carry the counts (AWS does not document it): ``omitted`` (default; the
         request is echoed, so the field is absent) or ``selected`` (``SelectedInstanceCount`` once an entry
         is selected).
+    :param iam_denied_actions: actions IAM ``SimulatePrincipalPolicy`` reports as ``implicitDeny`` (all
+        others are ``allowed``).
     """
 
     name: str = "custom"
@@ -243,6 +245,7 @@ class Scenario:
     access_denied: frozenset[str] = frozenset()
     job_logs: JobLogs = field(default_factory=JobLogs)
     describe_instance_count: str = "omitted"
+    iam_denied_actions: frozenset[str] = frozenset()
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -318,6 +321,8 @@ class Scenario:
             out["prices"] = {t: dict(by_region) for t, by_region in self.prices.items()}
         if self.access_denied:
             out["access_denied"] = sorted(self.access_denied)
+        if self.iam_denied_actions:
+            out["iam_denied_actions"] = sorted(self.iam_denied_actions)
         return out
 
 

@@ -6,7 +6,9 @@ Requests are routed in this order:
    request handler's fast path (:mod:`.handler`) when it can, by this app otherwise);
 2. paths under ``/_emulator/view`` -> human-readable job pages (:mod:`.view`), then the rest of
    ``/_emulator/`` -> admin routes (:mod:`.admin`, never faulted);
-3. everything else (S3, CloudWatch Logs, the other SageMaker operations, ...) -> moto's dispatcher.
+3. IAM ``SimulatePrincipalPolicy`` (the SageMaker Python SDK's role check, which moto lacks) ->
+   :mod:`.iam_api`;
+4. everything else (S3, CloudWatch Logs writes, the other SageMaker operations, ...) -> moto's dispatcher.
 
 Every emulated response carries a ``Date`` header in *emulated* time, because clients use the service's
 clock to compute deadlines.
@@ -14,6 +16,7 @@ clock to compute deadlines.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import urllib.parse
@@ -22,6 +25,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing.admin import ADMIN_PREFIX
 from airflow_provider_sm_prefs.testing.exceptions import InternalFailure
+from airflow_provider_sm_prefs.testing.iam_api import is_simulate_request, simulate_principal_policy
 from airflow_provider_sm_prefs.testing.operations import emulated_operation
 from airflow_provider_sm_prefs.testing.responses import (
     DATE_SET,
@@ -78,6 +82,12 @@ class EmulatorApp:
             return self._view(path, environ, start_response)
         if _under(path, ADMIN_PREFIX):
             return self._admin(environ, start_response)
+        if "/iam/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):
+            body = self._read_body(environ)
+            if is_simulate_request(environ.get("REQUEST_METHOD", ""), environ.get("CONTENT_TYPE", ""), body):
+                status, xml = simulate_principal_policy(body, self.service.scenario.iam_denied_actions)
+                return self._send(status, xml, environ, start_response, content_type="text/xml")
+            environ["wsgi.input"] = io.BytesIO(body)  # moto reads the body again
         return self.fallback(environ, start_response)
 
     @staticmethod
