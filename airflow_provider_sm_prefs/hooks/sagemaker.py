@@ -94,13 +94,17 @@ class AwsSettings:
             botocore_config=getattr(holder, "botocore_config", None),
         )
 
+    def hook_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of any amazon provider hook built from these settings."""
+        return {
+            "aws_conn_id": self.aws_conn_id,
+            "region_name": self.region_name,
+            "verify": self.verify,
+            "config": self.botocore_config,
+        }
+
     def hook(self) -> SageMakerPreferenceHook:
-        return SageMakerPreferenceHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            config=self.botocore_config,
-        )
+        return SageMakerPreferenceHook(**self.hook_kwargs())
 
     def pool_key(self) -> tuple[Any, ...]:
         """What makes two waits' clients interchangeable, on the running event loop."""

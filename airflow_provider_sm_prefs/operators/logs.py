@@ -21,6 +21,7 @@ from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.events import CapacityEvent
 from airflow_provider_sm_prefs.hooks.logs import JobLogs, SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import job_urls
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
@@ -54,20 +55,11 @@ class JobLogsMixin:
     job_kind: ClassVar[JobKind]
     print_log: bool
     max_log_lines: int
-    aws_conn_id: str | None
-    region_name: str | None
-    verify: bool | str | None
-    botocore_config: dict[str, Any] | None
     log: Any
 
     @cached_property
     def logs_hook(self) -> SageMakerJobLogsHook:
-        return SageMakerJobLogsHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            config=self.botocore_config,
-        )
+        return SageMakerJobLogsHook(**AwsSettings.of(self).hook_kwargs())
 
     def outcome_with_logs(self, received: CapacityEvent) -> CapacityOutcome:
         """The event's outcome, or its domain exception with the job's last lines in the message.

@@ -25,7 +25,7 @@ from typing import Any
 from airflow_provider_sm_prefs.testing.botocore_model import instance_types
 from airflow_provider_sm_prefs.testing.engine import Engine
 from airflow_provider_sm_prefs.testing.exceptions import NotFound
-from airflow_provider_sm_prefs.testing.responses import page_offset, page_token
+from airflow_provider_sm_prefs.testing.responses import page
 from airflow_provider_sm_prefs.testing.rules import validate_shape
 from airflow_provider_sm_prefs.testing.scenario_types import TrainingPlan
 
@@ -49,10 +49,7 @@ def quota_code(name: str) -> str:
 
 
 def _page(items: Sequence[Any], params: Mapping[str, Any], default: int) -> tuple[list[Any], str | None]:
-    size = params.get("MaxResults") or default
-    start = page_offset(params.get("NextToken"))
-    page = list(items[start : start + size])
-    return page, (page_token(start + size) if start + size < len(items) else None)
+    return page(items, params.get("NextToken"), params.get("MaxResults") or default)
 
 
 class AccountApi:

@@ -28,7 +28,7 @@ from airflow_provider_sm_prefs.testing.job_logs import (
     kind_of_group,
 )
 from airflow_provider_sm_prefs.testing.models import JobKind
-from airflow_provider_sm_prefs.testing.responses import page_offset, page_token
+from airflow_provider_sm_prefs.testing.responses import page
 from airflow_provider_sm_prefs.testing.rules import validate_shape
 
 __all__ = ["LogsApi"]
@@ -196,9 +196,7 @@ class LogsApi:
                 if all(term in event.message for term in terms)
             )
         )
-        start = page_offset(params.get("nextToken"))
-        limit = int(params.get("limit") or _MAX_EVENTS)
-        page = merged[start : start + limit]
+        events, token = page(merged, params.get("nextToken"), int(params.get("limit") or _MAX_EVENTS))
         out: dict[str, Any] = {
             "events": [
                 {
@@ -208,23 +206,22 @@ class LogsApi:
                     "ingestionTime": timestamp,
                     "eventId": f"{timestamp:020d}{index:016d}",
                 }
-                for timestamp, name, index, message in page
+                for timestamp, name, index, message in events
             ],
             "searchedLogStreams": [{"logStreamName": s.name, "searchedCompletely": True} for s in streams],
         }
-        if start + limit < len(merged):
-            out["nextToken"] = page_token(start + limit)
+        if token:
+            out["nextToken"] = token
         return out
 
     @staticmethod
     def _paged(
         items: list[dict[str, Any]], key: str, params: Mapping[str, Any], default: int
     ) -> dict[str, Any]:
-        start = page_offset(params.get("nextToken"))
-        size = int(params.get("limit") or default)
-        out: dict[str, Any] = {key: items[start : start + size]}
-        if start + size < len(items):
-            out["nextToken"] = page_token(start + size)
+        listed, token = page(items, params.get("nextToken"), int(params.get("limit") or default))
+        out: dict[str, Any] = {key: listed}
+        if token:
+            out["nextToken"] = token
         return out
 
 

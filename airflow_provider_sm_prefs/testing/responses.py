@@ -14,10 +14,13 @@ import email.utils
 import json
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_provider_sm_prefs.testing.exceptions import ApiError, ValidationError
+
+T = TypeVar("T")
 
 __all__ = [
     "DATE_SET",
@@ -27,6 +30,7 @@ __all__ = [
     "error_response",
     "http_date",
     "json_response",
+    "page",
     "page_offset",
     "page_token",
     "status_for",
@@ -112,6 +116,14 @@ def drop_connection(connection: socket.socket | None) -> bool:
 def page_token(offset: int) -> str:
     """The ``NextToken`` of a listing's next page, starting at ``offset``."""
     return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def page(items: Sequence[T], token: Any, size: int) -> tuple[list[T], str | None]:
+    """One page of a listing: the items from where ``token`` points, and the next page's token (None at
+    the end)."""
+    start = page_offset(token)
+    end = start + size
+    return list(items[start:end]), (page_token(end) if end < len(items) else None)
 
 
 def page_offset(token: Any) -> int:

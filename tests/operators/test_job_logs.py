@@ -15,6 +15,7 @@ from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
+from tests.operators.test_dag_runs import training_config as dag_runs_config
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -30,16 +31,9 @@ LOG_OPS = ("DescribeLogStreams", "GetLogEvents", "FilterLogEvents")
 
 
 def training_config(name: str, **extra: Any) -> dict[str, Any]:
+    """The suite's training config, with hyperparameters and environment values that must stay private."""
     return {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
-        "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
-        "ResourceConfig": {"VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+        **dag_runs_config(name),
         "HyperParameters": {"epochs": "3", "api_token": HP_SECRET},
         "Environment": {"DB_PASSWORD": ENV_SECRET},
         **extra,

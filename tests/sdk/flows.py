@@ -29,6 +29,17 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _training_summary(job: Any) -> dict[str, Any]:
+    """Name, status and selection of a sagemaker-core ``TrainingJob``, from a fresh Describe."""
+    job.refresh()
+    rc = job.resource_config
+    return {
+        "job_name": job.training_job_name,
+        "status": job.training_job_status,
+        "selected": [rc.selected_instance_type, rc.selected_instance_count],
+    }
+
+
 def model_trainer(name: str, per_entry_counts: bool, logs: bool) -> dict[str, Any]:
     """sagemaker.train.ModelTrainer with Compute(instance_preferences=...): train(wait=True, logs=...)."""
     from sagemaker.core.shapes import InstancePreference
@@ -58,14 +69,7 @@ def model_trainer(name: str, per_entry_counts: bool, logs: bool) -> dict[str, An
         hyperparameters={"epochs": "3"},
     )
     trainer.train(wait=True, logs=logs)
-    job = trainer._latest_training_job
-    job.refresh()
-    rc = job.resource_config
-    return {
-        "job_name": job.training_job_name,
-        "status": job.training_job_status,
-        "selected": [rc.selected_instance_type, rc.selected_instance_count],
-    }
+    return _training_summary(trainer._latest_training_job)
 
 
 def core_training_job(name: str, per_entry_counts: bool, logs: bool) -> dict[str, Any]:
@@ -95,13 +99,7 @@ def core_training_job(name: str, per_entry_counts: bool, logs: bool) -> dict[str
         stopping_condition=StoppingCondition(max_runtime_in_seconds=3600),
     )
     job.wait(poll=1, logs=logs)
-    job.refresh()
-    rc = job.resource_config
-    return {
-        "job_name": job.training_job_name,
-        "status": job.training_job_status,
-        "selected": [rc.selected_instance_type, rc.selected_instance_count],
-    }
+    return _training_summary(job)
 
 
 def processor(name: str, per_entry_counts: bool, logs: bool) -> dict[str, Any]:
