@@ -83,7 +83,14 @@ class SageMakerCapacityRunFacet(RunFacet):
     stages: list[dict[str, Any]] = field(factory=list)
 
     #: Instance types, plan ARNs and statuses are not secrets: keep OpenLineage's redaction off them.
-    _additional_skip_redact = ["jobKind", "jobName", "preferences", "selectedInstanceType", "excluded", "stages"]
+    _additional_skip_redact = [
+        "jobKind",
+        "jobName",
+        "preferences",
+        "selectedInstanceType",
+        "excluded",
+        "stages",
+    ]
 
     def __attrs_post_init__(self) -> None:
         if not self._producer:
