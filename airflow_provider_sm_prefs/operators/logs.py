@@ -25,6 +25,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import job_urls
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.recording import CapacityRecording
 
 __all__ = ["DEFAULT_MAX_LOG_LINES", "FAILURE_TAIL_LINES", "JobLogsMixin"]
 
@@ -45,11 +46,19 @@ _NO_INSTANCE_ERRORS = frozenset(
 _LOG_ACTIONS = "logs:DescribeLogStreams and logs:GetLogEvents"
 
 
-class JobLogsMixin:
-    """``print_log`` / ``max_log_lines`` for the operators (which provide the attributes below).
+class JobLogsMixin(CapacityRecording):
+    """``print_log`` / ``max_log_lines`` for the operators (which provide the attributes below), on top of
+    how they record outcomes (:class:`~airflow_provider_sm_prefs.recording.CapacityRecording`).
 
     :meth:`outcome_with_logs` stands in for ``CapacityEvent.outcome_or_raise`` where a wait's event is
     read: it prints the job's logs first when the job has ended.
+
+    :param print_log: once the job has ended (completed, failed or stopped after it started), write its
+        CloudWatch log lines into the task log, interleaved by time and prefixed by instance
+        (``[algo-2]``); a failure's exception carries the last lines. Read by the worker, never by the
+        triggerer; a log read error only warns.
+    :param max_log_lines: the most lines written (the last ones); the task log says how many earlier
+        lines were cut and links them.
     """
 
     job_kind: ClassVar[JobKind]

@@ -1,4 +1,8 @@
-"""Operators: submit a Training or Processing job with an instance preference list, once, and wait."""
+"""Operators: submit a Training or Processing job with an instance preference list, once, and wait.
+
+A little over 500 lines: the constructor documents and stores every argument of both operators; the
+orchestration itself lives in the mixins (submit-once, acceptance windows, guardrails, lineage, logs).
+"""
 
 from __future__ import annotations
 
@@ -44,7 +48,6 @@ from airflow_provider_sm_prefs.preferences import (
     check_request,
     to_seconds,
 )
-from airflow_provider_sm_prefs.recording import CapacityRecording
 from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
@@ -70,13 +73,7 @@ def _windows_in_seconds(value: Any) -> Any:
 
 
 class SageMakerPreferenceBaseOperator(
-    JobLogsMixin,
-    LineageMixin,
-    SubmitOnceMixin,
-    EscalationMixin,
-    GuardrailsMixin,
-    CapacityRecording,
-    BaseOperator,
+    LineageMixin, SubmitOnceMixin, EscalationMixin, GuardrailsMixin, JobLogsMixin, BaseOperator
 ):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
@@ -105,12 +102,8 @@ class SageMakerPreferenceBaseOperator(
     :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
         the same semantics.
     :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
-    :param print_log: once the job has ended (completed, failed or stopped), write its CloudWatch log
-        lines into the task log, interleaved by time and prefixed by instance (``[algo-2]``); a failure's
-        exception carries the last lines. Read by the worker, never by the triggerer; a log read error
-        only warns.
-    :param max_log_lines: the most lines written (the last ones); the task log says what was cut and
-        links the rest.
+    :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogsMixin`).
+    :param max_log_lines: the most job lines written (the last ones); the task log says what was cut.
     :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).
     :param max_hourly_cost: USD per hour for an entry's whole cluster; dearer entries are excluded.
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
@@ -181,8 +174,7 @@ class SageMakerPreferenceBaseOperator(
         self.max_poll_interval = max_poll_interval
         self.deferrable = deferrable
         self.stop_job_on_kill = stop_job_on_kill
-        self.print_log = print_log
-        self.max_log_lines = max_log_lines
+        self.print_log, self.max_log_lines = print_log, max_log_lines
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
