@@ -18,6 +18,7 @@ __all__ = [
     "TARGET_PREFIX",
     "TARGET_PREFIXES",
     "emulated_operation",
+    "unknown_sagemaker_operation",
 ]
 
 #: ``X-Amz-Target`` values of SageMaker operations start with this.
@@ -75,3 +76,13 @@ def emulated_operation(target: str | None) -> str | None:
     prefix, _, operation = target.partition(".")
     entry = TARGET_PREFIXES.get(prefix)
     return operation if entry is not None and operation in entry[1] else None
+
+
+def unknown_sagemaker_operation(target: str | None) -> str | None:
+    """The operation a ``SageMaker.<Op>`` target names when botocore's SageMaker model has no such operation."""
+    if not target or not target.startswith(TARGET_PREFIX):
+        return None
+    from airflow_provider_sm_prefs.testing.botocore_model import service_model
+
+    operation = target[len(TARGET_PREFIX) :]
+    return None if operation in service_model().operation_names else operation

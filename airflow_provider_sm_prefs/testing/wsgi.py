@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from airflow_provider_sm_prefs.testing.admin import ADMIN_PREFIX
-from airflow_provider_sm_prefs.testing.exceptions import InternalFailure
+from airflow_provider_sm_prefs.testing.exceptions import InternalFailure, UnknownOperation
 from airflow_provider_sm_prefs.testing.iam_api import is_simulate_request, simulate_principal_policy
-from airflow_provider_sm_prefs.testing.operations import emulated_operation
+from airflow_provider_sm_prefs.testing.operations import emulated_operation, unknown_sagemaker_operation
 from airflow_provider_sm_prefs.testing.responses import (
     DATE_SET,
     drop_connection,
@@ -74,9 +74,21 @@ class EmulatorApp:
         self.fallback = fallback if fallback is not None else _moto_dispatcher()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        operation = emulated_operation(environ.get("HTTP_X_AMZ_TARGET"))
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        operation = emulated_operation(target)
         if operation is not None:
             return self._sagemaker(operation, environ, start_response)
+        unknown = unknown_sagemaker_operation(target)
+        if unknown is not None:
+            # SageMaker answers an operation it does not have in its JSON error form; moto would
+            # route the request elsewhere (S3 by default) and answer 200.
+            self._read_body(environ)
+            response = error_response(
+                UnknownOperation(f"Operation {unknown} is not a SageMaker operation"), time.time()
+            )
+            environ[DATE_SET] = True
+            start_response(status_line(response.status), response.headers)
+            return [response.body]
         path = environ.get("PATH_INFO", "")
         if _under(path, VIEW_PREFIX):
             return self._view(path, environ, start_response)
