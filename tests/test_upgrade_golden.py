@@ -11,6 +11,7 @@ the old ones, a deployment may still hold them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,11 @@ from airflow_provider_sm_prefs.record import CapacityRecord
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 
 GOLDEN = Path(__file__).parent / "golden"
+REQUIRED_OUTCOME_FIELDS = [
+    f.name
+    for f in dataclasses.fields(CapacityOutcome)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+]
 
 
 def golden(name: str) -> dict[str, Any]:
@@ -97,7 +103,13 @@ def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_it
 def test_the_outcome_and_record_of_the_previous_release_read_back() -> None:
     data = golden("records.json")
     outcome = CapacityOutcome.from_dict(data["outcome"])
-    assert outcome.as_dict() == {**data["outcome"], "stages": []}
+    now = outcome.as_dict()
+    # Every field the old release wrote reads back as it was; fields added since take their defaults.
+    assert {k: now[k] for k in data["outcome"]} == data["outcome"]
+    defaults = CapacityOutcome.from_dict({k: data["outcome"][k] for k in REQUIRED_OUTCOME_FIELDS}).as_dict()
+    assert {k: v for k, v in now.items() if k not in data["outcome"]} == {
+        k: v for k, v in defaults.items() if k not in data["outcome"]
+    }
     event = CapacityEvent.from_payload(
         {
             "status": "success",
