@@ -264,3 +264,35 @@ def test_non_deferrable_task_escalates_the_same_way_to_completion(sm: Any, run_t
         "Completed",
     )
     assert [s["ended"] for s in xcom["return_value"]["stages"]] == ["escalated", "selected"]
+
+
+def test_an_entry_left_out_by_the_guardrails_never_returns_in_a_later_stage(
+    sm: Any, run_test_dag: Any
+) -> None:
+    # No p5 quota: the guardrails leave p5 out; g5 (its window now the start) is offered at once and
+    # p4d after its own window; p5 appears in no stage.
+    sm.load_scenario(
+        {
+            **p5_frees_at(100 * HOUR, capacity={G5: [{"from": 0, "free": 0}]}),
+            "quotas": {"training": {P5: 0}},
+        }
+    )
+    with ticking(sm, step=30):
+        states, xcom = run_test_dag(
+            "t_train_capacity",
+            config=training_config(),
+            prefs=windows(None, HOUR, 2 * HOUR),
+            max_pending=5 * HOUR,
+        )
+    assert states["job"] == "success" and xcom is not None
+    jobs = {j["name"]: j for j in sm.jobs()}
+    assert sorted(jobs) == ["nightly", "nightly-s2"]
+    assert offered(jobs["nightly"]) == [G5] and offered(jobs["nightly-s2"]) == [G5, P4D]
+    assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (
+        P4D,
+        3,
+    )  # rank in the list as written
+    assert [x["instance_type"] for x in xcom["return_value"]["excluded"]] == [P5]
+    # p4d's window still counts from the start of the wait: about two hours in, not one.
+    stage_one = xcom["return_value"]["stages"][0]
+    assert 2 * HOUR <= stage_one["pending_seconds"] < 2 * HOUR + 900
