@@ -105,7 +105,8 @@ def test_listing_not_permitted_falls_back_to_per_job_polling(
         )
 
     monkeypatch.setattr(watcher_module.JobListWatcher, "list_all", denied)
-    sm.load_scenario(staggered(1, step=300))
+    # g5 frees 5 real seconds in: the job is Pending by then even when submitting is slow (a loaded machine).
+    sm.load_scenario(staggered(1, step=3000))
     submit(sm, "no-list")
     event = asyncio.run(first_event(trigger("no-list")))
     assert event["status"] == "success"
