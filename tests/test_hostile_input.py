@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.preferences import build_request, check_request, to_seconds
+from airflow_provider_sm_prefs.testing import jobs
 from airflow_provider_sm_prefs.testing.exceptions import ValidationError
 from airflow_provider_sm_prefs.testing.rules import training_job_spec, validate_shape
 from airflow_provider_sm_prefs.testing.scenario_types import Scenario
@@ -72,17 +73,7 @@ lists = st.one_of(st.lists(entry, max_size=7), junk, st.text(max_size=200).map(l
 
 
 def training_config(**resource: Any) -> dict[str, Any]:
-    return {
-        "TrainingJobName": "hostile",
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
-        "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
-        "ResourceConfig": {"VolumeSizeInGB": 50, **resource},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-    }
+    return jobs.training_config("hostile", **resource)
 
 
 configs = st.one_of(

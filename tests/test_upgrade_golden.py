@@ -25,6 +25,7 @@ from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
 from airflow_provider_sm_prefs.operators.submission import cleared_since
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import CapacityRecord
+from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -54,23 +55,11 @@ def test_a_trigger_row_of_the_previous_release_rebuilds_with_every_kwarg_kept() 
 def test_a_trigger_of_the_previous_release_resumes_against_sagemaker(sm: Any) -> None:
     row = golden("trigger.json")
     client = sm.boto3_client("sagemaker")
-    client.create_training_job(
-        TrainingJobName=row["kwargs"]["job_name"],
-        AlgorithmSpecification={
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1",
-            "TrainingInputMode": "File",
-        },
-        RoleArn="arn:aws:iam::123456789012:role/SageMakerRole",
-        OutputDataConfig={"S3OutputPath": "s3://models/out"},
-        ResourceConfig={
-            "VolumeSizeInGB": 50,
-            "InstancePreferences": [
-                {"InstanceType": p["instance_type"], "InstanceCount": p["instance_count"]}
-                for p in row["kwargs"]["preferences"]
-            ],
-        },
-        StoppingCondition={"MaxRuntimeInSeconds": 3600},
-    )
+    prefs = [
+        {"InstanceType": p["instance_type"], "InstanceCount": p["instance_count"]}
+        for p in row["kwargs"]["preferences"]
+    ]
+    client.create_training_job(**training_config(row["kwargs"]["job_name"], InstancePreferences=prefs))
     sm.advance(600)
     trigger = import_string(row["classpath"])(**row["kwargs"])
 
