@@ -215,8 +215,9 @@ def test_max_pending_running_out_inside_stage_two_stops_it_and_fails_with_a_capa
 def test_worker_killed_between_stages_continues_with_the_next_stage_on_retry(
     sm: Any, run_test_dag: Any
 ) -> None:
-    sm.load_scenario(p5_frees_at(90 * 60))
-    with ticking(sm):
+    # p5 never frees: however long the retry takes, stage 2 can only get the second entry.
+    sm.load_scenario(p5_frees_at(100 * HOUR, capacity={P5: [{"from": 0, "free": 0}]}))
+    with ticking(sm, step=30):
         states, xcom = run_test_dag(
             "t_train_escalate_crash",
             config=training_config(),
