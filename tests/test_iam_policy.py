@@ -171,8 +171,14 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             # (on_kill stops the job), driven through the trigger itself as the triggerer would.
             from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 
+            # The processing job runs 5 real seconds, so the trigger always sees it InProgress and
+            # learns of its end from the shared ListProcessingJobs loop, however slow the machine.
             sm.load_scenario(
-                {"time_scale": 600, "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}]}}
+                {
+                    "time_scale": 600,
+                    "job_runtime_seconds": 3000,
+                    "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}]},
+                }
             )
             hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
             request, prefs = build_request("processing", processing_config("prep-2"), ["ml.c5.xlarge"], 1200)
