@@ -56,4 +56,23 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_sm_prefs.links.SageMakerPreferenceJobLogsLink",
             "airflow_provider_sm_prefs.links.CapacityHistoryLink",
         ],
+        "config": {
+            "sm_prefs": {
+                "description": "SageMaker Instance Preferences provider.",
+                "options": {
+                    "min_defer_seconds": {
+                        "description": (
+                            "Default of the operators' and the sensor's min_defer_seconds: their trigger "
+                            "reports nothing sooner than this many seconds after the task deferred, so a "
+                            "job that leaves Pending at once cannot race Airflow's scheduler "
+                            "(apache/airflow#72716). 0 turns it off."
+                        ),
+                        "version_added": None,
+                        "type": "float",
+                        "example": "10",
+                        "default": "10",
+                    }
+                },
+            }
+        },
     }

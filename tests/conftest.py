@@ -35,6 +35,10 @@ os.environ.setdefault(
 # Example DAGs read their poll cadence from the environment at parse time; tests poll fast.
 os.environ.setdefault("SM_PREFS_POLL_INTERVAL", "0.2")
 os.environ.setdefault("SM_PREFS_MAX_POLL_INTERVAL", "0.5")
+# dag.test() runs triggers in its own process, where Airflow's scheduler race the dwell guards against
+# (apache/airflow#72716) cannot happen: no dwell, so waits end as soon as SageMaker says. Tests of the
+# dwell set it explicitly; the e2e deployments run with the default.
+os.environ.setdefault("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "0")
 # Credentials for the offline SageMaker only; they are never valid anywhere.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

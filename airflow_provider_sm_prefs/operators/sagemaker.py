@@ -49,7 +49,11 @@ from airflow_provider_sm_prefs.preferences import (
     to_seconds,
 )
 from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+from airflow_provider_sm_prefs.triggers.capacity import (
+    SageMakerCapacityTrigger,
+    creation_time_of,
+)
+from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 
 
 async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
@@ -102,6 +106,10 @@ class SageMakerPreferenceBaseOperator(
     :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
         the same semantics.
     :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
+    :param min_defer_seconds: the trigger reports nothing sooner than this after the task deferred, so
+        a job that leaves Pending at once cannot race Airflow's scheduler (apache/airflow#72716, which
+        fails such a task). Adds at most this much to a wait that ends right away; 0 turns it off.
+        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 10.
     :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogsMixin`).
     :param max_log_lines: the most job lines written (the last ones); the task log says what was cut.
     :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).
@@ -144,6 +152,7 @@ class SageMakerPreferenceBaseOperator(
         max_poll_interval: float | None = None,
         deferrable: bool = True,
         stop_job_on_kill: bool = True,
+        min_defer_seconds: float | None = None,
         print_log: bool = True,
         max_log_lines: int = DEFAULT_MAX_LOG_LINES,
         requirements: Any = None,
@@ -174,6 +183,7 @@ class SageMakerPreferenceBaseOperator(
         self.max_poll_interval = max_poll_interval
         self.deferrable = deferrable
         self.stop_job_on_kill = stop_job_on_kill
+        self.min_defer_seconds = min_defer_seconds
         self.print_log, self.max_log_lines = print_log, max_log_lines
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -361,6 +371,7 @@ class SageMakerPreferenceBaseOperator(
         prefs: InstancePreferenceList,
         deadline: float | None,
         describe: Mapping[str, Any] | None = None,
+        deferring: bool = False,
     ) -> SageMakerCapacityTrigger:
         assert self._job_name is not None
         escalate_after = None
@@ -382,6 +393,8 @@ class SageMakerPreferenceBaseOperator(
             region_name=self.region_name,
             verify=self.verify,
             botocore_config=self.botocore_config,
+            deferred_at=deferred_now() if deferring else None,
+            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if deferring else None,
         )
 
     def _wait(
@@ -406,7 +419,7 @@ class SageMakerPreferenceBaseOperator(
             phase = phase_of(kind, describe) if describe is not None else None
             if describe is None or phase is None or not is_done(phase, wait_for):
                 self.defer(
-                    trigger=self._trigger(wait_for, prefs, deadline, describe),
+                    trigger=self._trigger(wait_for, prefs, deadline, describe, deferring=True),
                     method_name=method,
                     kwargs={
                         "preferences": prefs.as_list(),

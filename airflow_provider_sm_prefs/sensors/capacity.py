@@ -19,7 +19,11 @@ from airflow_provider_sm_prefs.outcome import CapacityOutcome, capacity_deadline
 from airflow_provider_sm_prefs.preferences import to_seconds
 from airflow_provider_sm_prefs.recording import CapacityRecording
 from airflow_provider_sm_prefs.status import WaitFor, client_deadline_passed, is_done, phase_of
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+from airflow_provider_sm_prefs.triggers.capacity import (
+    SageMakerCapacityTrigger,
+    creation_time_of,
+)
+from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 
 
 class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
@@ -37,6 +41,9 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
     :param stop_job_on_deadline: also stop the job when ``max_pending`` passes.
     :param deferrable: wait in the triggerer (default) instead of poking from a worker.
     :param poll_interval: seconds between checks when deferred (``poke_interval`` when poking).
+    :param min_defer_seconds: the trigger reports nothing sooner than this after the sensor deferred
+        (see the operators' parameter of the same name, apache/airflow#72716); 0 turns it off.
+        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 10.
     """
 
     template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name", "verify")
@@ -53,6 +60,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         stop_job_on_deadline: bool = False,
         deferrable: bool = True,
         poll_interval: float = 30.0,
+        min_defer_seconds: float | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -71,6 +79,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         self._job_name: str | None = None
         self._record_preferences: list[dict[str, Any]] = []
         self.poll_interval = poll_interval
+        self.min_defer_seconds = min_defer_seconds
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
@@ -112,6 +121,8 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
                 region_name=self.region_name,
                 verify=self.verify,
                 botocore_config=self.botocore_config,
+                deferred_at=deferred_now(),
+                min_defer_seconds=min_defer_seconds(self.min_defer_seconds),
             ),
             method_name="execute_complete",
         )

@@ -28,6 +28,7 @@ from airflow_provider_sm_prefs.status import (
     phase_of,
     waiting_seconds,
 )
+from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
@@ -79,6 +80,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         Pending ends the wait with an ``escalate`` event: the next acceptance window opened and the
         task submits its next stage (see :mod:`airflow_provider_sm_prefs.escalation`). The job is not
         stopped here: the task looks once more right before stopping it.
+    :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
+    :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job
+        that leaves Pending right after the deferral is reported a few seconds later instead of
+        racing Airflow's scheduler, which fails a task resumed before it has processed the worker's
+        exit from the deferral (apache/airflow#72716). A wait longer than this is not delayed at all;
+        without ``deferred_at`` (a trigger serialized by an earlier release) nothing is held.
     :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
         With it, a shared-poll wait starts from the shared List loop instead of Describing the job
         again; without it the trigger Describes the job first.
@@ -102,6 +109,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         botocore_config: dict[str, Any] | None = None,
         creation_time: str | None = None,
         escalate_after_seconds: float | None = None,
+        deferred_at: str | None = None,
+        min_defer_seconds: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -122,6 +131,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self.escalate_after_seconds = (
             None if escalate_after_seconds is None else float(escalate_after_seconds)
         )
+        self.deferred_at = deferred_at
+        self.min_defer_seconds = float(min_defer_seconds) if min_defer_seconds else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -143,6 +154,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "verify": self.verify,
                 "botocore_config": self.botocore_config,
                 "escalate_after_seconds": self.escalate_after_seconds,
+                "deferred_at": self.deferred_at,
+                "min_defer_seconds": self.min_defer_seconds,
             },
         )
 
@@ -165,6 +178,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return JobKind(self.job_kind)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        async for event in self._wait():
+            await hold_after_deferral(self.log, self.job_name, self.deferred_at, self.min_defer_seconds)
+            yield event
+            return
+
+    async def _wait(self) -> AsyncIterator[TriggerEvent]:
         # Nothing heavy before the first await: a triggerer (re)start runs a thousand of these in one
         # event-loop turn. The hook (which builds S3 and Logs hooks too) is made only to open the
         # shared client, stop a job, or not at all; the list is parsed only to report.

@@ -1,0 +1,115 @@
+"""The trigger holds an event that comes right after the deferral (Airflow's scheduler race).
+
+Airflow 3.3's scheduler fails a task resumed before it has processed the worker's exit from the
+deferral (apache/airflow#72716). The trigger yields nothing sooner than ``min_defer_seconds`` after
+``deferred_at``; a longer wait is not delayed at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+from airflow_provider_sm_prefs.triggers.dwell import DEFAULT_MIN_DEFER_SECONDS, min_defer_seconds
+
+G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
+PREFS = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
+
+
+def submit(sm: Any, name: str) -> None:
+    request, _ = build_request("training", training_config(name, max_runtime_seconds=86400), PREFS, 86400)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+
+
+def timed_event(trigger: SageMakerCapacityTrigger) -> tuple[dict[str, Any], float]:
+    async def first() -> tuple[dict[str, Any], float]:
+        started = time.monotonic()
+        async for event in trigger.run():
+            return dict(event.payload), time.monotonic() - started
+        raise AssertionError("no event")
+
+    return asyncio.run(asyncio.wait_for(first(), 60))
+
+
+def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> SageMakerCapacityTrigger:
+    return SageMakerCapacityTrigger(
+        job_name=name,
+        preferences=PREFS,
+        poll_interval=0.1,
+        deferred_at=deferred_at.isoformat() if deferred_at else None,
+        min_defer_seconds=hold,
+    )
+
+
+@pytest.fixture
+def fast_job(sm: Any) -> str:
+    """A job that gets capacity at once: its trigger would fire within a poll of the deferral."""
+    sm.load_scenario({"time_scale": 600, "job_runtime_seconds": 86400})
+    submit(sm, "fast")
+    return "fast"
+
+
+def test_an_event_right_after_the_deferral_is_held_until_the_dwell_has_passed(
+    fast_job: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Long enough that the job's first look (a new client, a busy machine) comes well within it.
+    deferred = datetime.now(UTC)
+    event, _ = timed_event(trigger(fast_job, deferred, 15.0))
+    assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G6
+    assert (datetime.now(UTC) - deferred).total_seconds() >= 15.0
+    # The outcome is SageMaker's, unchanged by the hold: no pending time added.
+    assert event["outcome"]["pending_seconds"] < 60
+    out = capsys.readouterr().out
+    assert "Reporting fast in" in out and "min_defer_seconds=15.0" in out
+
+
+def test_without_a_dwell_the_same_event_comes_at_once(fast_job: str) -> None:
+    event, took = timed_event(trigger(fast_job, datetime.now(UTC), 0))
+    assert event["status"] == "success"
+    assert took < 1.5
+
+
+def test_a_wait_longer_than_the_dwell_is_not_delayed(fast_job: str) -> None:
+    # Deferred a minute ago (a triggerer restart, or a job that waited): nothing left to hold.
+    event, took = timed_event(trigger(fast_job, datetime.now(UTC) - timedelta(minutes=1), 30.0))
+    assert event["status"] == "success"
+    assert took < 5
+
+
+def test_a_deferral_stamped_in_the_future_holds_no_longer_than_the_dwell(fast_job: str) -> None:
+    # The worker's clock an hour ahead of the triggerer's: the hold is still bounded by the dwell.
+    event, took = timed_event(trigger(fast_job, datetime.now(UTC) + timedelta(hours=1), 1.0))
+    assert event["status"] == "success"
+    assert 0.9 <= took < 5
+
+
+def test_a_trigger_serialized_without_a_deferral_time_holds_nothing(fast_job: str) -> None:
+    # Rows written by a release without the dwell carry neither kwarg.
+    classpath, kwargs = trigger(fast_job, None, None).serialize()
+    kwargs.pop("deferred_at"), kwargs.pop("min_defer_seconds")
+    event, took = timed_event(SageMakerCapacityTrigger(**kwargs))
+    assert event["status"] == "success"
+    assert took < 1.5
+
+
+def test_the_deferral_kwargs_survive_serialization() -> None:
+    at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    _, kwargs = trigger("x", at, 7.5).serialize()
+    assert kwargs["deferred_at"] == at.isoformat() and kwargs["min_defer_seconds"] == 7.5
+    rebuilt = SageMakerCapacityTrigger(**kwargs)
+    assert rebuilt.serialize()[1] == kwargs
+
+
+def test_the_default_comes_from_the_airflow_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert min_defer_seconds(3) == 3.0
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "4.5")
+    assert min_defer_seconds(None) == 4.5
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS")
+    assert min_defer_seconds(None) == DEFAULT_MIN_DEFER_SECONDS
