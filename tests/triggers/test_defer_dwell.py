@@ -113,3 +113,51 @@ def test_the_default_comes_from_the_airflow_config(monkeypatch: pytest.MonkeyPat
     assert min_defer_seconds(None) == 4.5
     monkeypatch.delenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS")
     assert min_defer_seconds(None) == DEFAULT_MIN_DEFER_SECONDS
+
+
+# -- the operators and the sensor stamp their deferral; the default comes from the config -------------------
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_a_deferring_operator_holds_a_fast_outcome_by_the_configured_dwell(
+    sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # dag.test() runs the trigger right after the deferral; G6 is free, so it fires within a poll.
+    sm.load_scenario({"time_scale": 600, "job_runtime_seconds": 86400})
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "12")
+    config = training_config("submitted", max_runtime_seconds=86400)
+    states, xcom = run_test_dag("t_train_capacity", config=config, prefs=PREFS, max_pending=3600)
+    assert states["job"] == "success" and xcom is not None
+    assert xcom["selected_instance_type"] == G6 and xcom["pending_seconds"] < 60
+    captured = capfd.readouterr()
+    assert "Reporting submitted in" in captured.out + captured.err
+    assert "min_defer_seconds=12.0" in captured.out + captured.err
+
+
+@pytest.mark.parametrize(
+    ("given", "configured", "expected"), [(None, "12", 12.0), (0, "12", None), (3, None, 3.0)]
+)
+def test_the_sensor_stamps_its_deferral(
+    sm: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    given: float | None,
+    configured: str | None,
+    expected: float | None,
+) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_sm_prefs.sensors.capacity import SageMakerCapacitySensor
+
+    sm.load_scenario({"time_scale": 1, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
+    submit(sm, "watched")
+    if configured is None:
+        monkeypatch.delenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", configured)
+    sensor = SageMakerCapacitySensor(task_id="watch", job_name="watched", min_defer_seconds=given)
+    before = datetime.now(UTC)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})  # type: ignore[arg-type]
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["min_defer_seconds"] == expected
+    assert before <= datetime.fromisoformat(kwargs["deferred_at"]) <= datetime.now(UTC)
