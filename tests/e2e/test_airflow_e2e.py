@@ -486,18 +486,64 @@ _MISMATCH = re.compile(
 )
 
 
-@pytest.mark.timeout(600)
-def test_trigger_firing_right_after_deferral_only_fails_tasks_through_the_airflow_race(
-    airflow: LocalAirflow, ledger: Ledger
-) -> None:
-    """Jobs that leave Starting ~1 s after submission: triggers fire within a scheduler loop of deferral.
+_FINISHED = re.compile(
+    r"^(?P<at>\S+Z) .*TaskInstance Finished: dag_id=e2e_fleet, task_id=job, run_id=(?P<run>[^,]+), "
+    r"map_index=(?P<map>\d+), .* executor_state=success"
+)
+_HOLD = re.compile(
+    r"^Reporting (?P<job>\S+) in (?P<hold>[\d.]+) s: its task deferred (?P<since>[\d.]+) s ago"
+)
 
-    Airflow 3.3.2's scheduler then may process the executor's "success" of the defer-exit after the
-    task was already re-queued or running, and fail it ("state mismatch", apache/airflow#72716, open
-    PRs #71579 / #72767). No task code runs on that path, but the scheduler sends the task's
-    on_failure_callback to the DAG processor, and the operators' default one (callbacks.StopUnattendedJob)
-    stops the job. This test proves no task fails for any other reason, and that no job of a task the
-    race failed is left running: each is stopped, or had already ended when its task failed.
+
+def _iso(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _deferral_timings(af: LocalAirflow, run_id: str, names: list[str]) -> tuple[list[float], list[float]]:
+    """Per task: seconds its triggers held events (added latency), and how long after the first
+    deferral the scheduler processed the worker's exit from it (what the hold must outlast).
+
+    The hold lines are the triggers' own (in the task logs); the deferral instant is the hold line's
+    time minus the "deferred ... ago" it reports; the drain is the scheduler's first "TaskInstance
+    Finished ... executor_state=success" of the task after that instant.
+    """
+    index = {name: i for i, name in enumerate(names)}
+    held: dict[int, float] = {}
+    deferred_at: dict[int, float] = {}
+    for log in (af.log_dir / "dag_id=e2e_fleet").rglob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                match = _HOLD.match(str(record.get("event", "")))
+                if match and match["job"] in index:
+                    i = index[match["job"]]
+                    held[i] = held.get(i, 0.0) + float(match["hold"])
+                    at = _iso(record["timestamp"]) - float(match["since"])
+                    deferred_at[i] = min(deferred_at.get(i, at), at)
+    drained: list[float] = []
+    finished: dict[int, list[float]] = {}
+    for line in af.process_log("scheduler").read_text(errors="replace").splitlines():
+        match = _FINISHED.match(line)
+        if match and match["run"] == run_id:
+            finished.setdefault(int(match["map"]), []).append(_iso(match["at"]))
+    for i, at in deferred_at.items():
+        after = [t - at for t in finished.get(i, []) if t >= at - 0.5]
+        if after:
+            drained.append(min(after))
+    return list(held.values()), drained
+
+
+@pytest.mark.timeout(600)
+def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow, ledger: Ledger) -> None:
+    """Jobs that leave Starting ~1 s after submission: without a hold, triggers fire within a scheduler
+    loop of the deferral.
+
+    Airflow 3.3's scheduler then may process the executor's "success" of the defer exit after the task
+    was already re-queued or running, and fail it ("state mismatch", apache/airflow#72716): 0 to 20 of
+    30 tasks on this machine. The trigger holds such an event until ``min_defer_seconds`` (default 10)
+    after the deferral, so the scheduler has processed that exit first: every task succeeds. The test
+    measures the hold (latency added) and how long the scheduler really took to process the exits.
+    Should a task still fail that way, its job must not run on unattended (on_failure_callback).
     """
     started = time.monotonic()
     count = 30
@@ -523,9 +569,6 @@ def test_trigger_firing_right_after_deferral_only_fails_tasks_through_the_airflo
         if m["run"] == run_id
     }
     failed = {ti["map_index"] for ti in tis if ti["state"] != "success"}
-    assert failed <= raced, (
-        f"tasks failed for another reason than the scheduler race: {sorted(failed - raced)}"
-    )
     names = [f"{prefix}-{i:03d}" for i in range(count)]
 
     def failed_jobs_settled() -> dict[str, str] | None:
@@ -537,60 +580,45 @@ def test_trigger_firing_right_after_deferral_only_fails_tasks_through_the_airflo
     with contextlib.suppress(AssertionError):  # a timeout is reported by the assertions below
         wait_for(failed_jobs_settled, 90, "the failure callback to stop the raced tasks' jobs", every=1.0)
     jobs = {j["name"]: j for j in airflow.sm.jobs()}
-    # A task can also race on its completion deferral: the trigger fired because the job had just
-    # ended, so nothing was left to stop. The emulator's end time (converted to wall time; the clock
-    # is never moved in this test) tells that apart from a job that ran on, unwatched, until it ended.
-    clock, wall_now = airflow.sm.clock(), time.time()
-
-    def wall_of(emulated: float) -> float:
-        return wall_now - (clock["now"] - emulated) / clock["time_scale"]
-
-    failed_at = {
-        ti["map_index"]: datetime.fromisoformat(ti["end_date"]).timestamp() for ti in tis if ti["end_date"]
-    }
-
-    def left_unwatched(i: int) -> bool:
-        job = jobs[names[i]]
-        if job["status"] in ("Stopping", "Stopped"):
-            return False
-        if job["status"] in ("Completed", "Failed") and job["end_time"] is not None and i in failed_at:
-            return wall_of(job["end_time"]) > failed_at[i] + 1.0
-        return True
-
-    orphaned = [f"{names[i]} ({jobs[names[i]]['status']})" for i in sorted(failed) if left_unwatched(i)]
-    stopped = sum(1 for i in failed if jobs[names[i]]["status"] in ("Stopping", "Stopped"))
-    stopped_by_callback = sum(
-        1
-        for log in airflow.log_dir.rglob("*.log")
-        for line in log.read_text(errors="replace").splitlines()
-        if "does not run unattended" in line and prefix in line
-    )
     for ti in tis:
         if ti["state"] == "success":
             outcome = airflow.xcom("e2e_fleet", run_id, "job", map_index=ti["map_index"])
             assert outcome["job_status"] == "Completed"
     left = unattended_jobs(airflow, {n: ("e2e_fleet", run_id, "job", i) for i, n in enumerate(names)})
+    held, drained = _deferral_timings(airflow, run_id, names)
+    held_text = (
+        f"events held {sum(held) / len(held):.1f} s on average (max {max(held):.1f} s) after deferral"
+        if held
+        else "no event held"
+    )
+    drain_text = (
+        f"the scheduler processed the defer exits {sorted(drained)[len(drained) // 2]:.1f} s (median), "
+        f"{max(drained):.1f} s (max) after deferral"
+        if drained
+        else "defer exits not measured"
+    )
     ledger.record(
         id="airflow-defer-race",
         order=6,
         scenario="Jobs leave Starting ~1 s after submission: triggers fire right after their task deferred",
         load=f"{count} mapped tasks",
         faults="none (timing only)",
-        outcome=f"{count - len(failed)}/{count} succeeded; {len(failed)} failed by Airflow's scheduler race "
-        f"(apache/airflow#72716), none for another reason; of their jobs, {stopped} stopped by the "
-        f"operators' on_failure_callback (run by the DAG processor), {len(failed) - stopped - len(orphaned)} "
-        f"had already ended",
+        outcome=f"{count - len(failed)}/{count} succeeded ({len(raced)} failed by Airflow's scheduler race, "
+        f"apache/airflow#72716); {held_text}; {drain_text}",
         jobs_created=len(jobs),
-        unattended=len(orphaned) + len(left),
+        unattended=len(left),
         seconds=time.monotonic() - started,
     )
     sys.stderr.write(
-        f"\nrace: {len(failed)}/{count} tasks failed by apache/airflow#72716 (map indexes {sorted(failed)}); "
-        f"jobs of failed tasks: {[(names[i], jobs[names[i]]['status']) for i in sorted(failed)]}; "
-        f"left unwatched: {orphaned}; "
-        f"dag-processor log lines of the stop callback: {stopped_by_callback}\n"
+        f"\nrace: {len(failed)}/{count} tasks failed (race: {sorted(raced)}); holds per task (s): "
+        f"{sorted(round(h, 1) for h in held)}; scheduler drain after deferral (s): "
+        f"{sorted(round(d, 1) for d in drained)}\n"
     )
-    assert orphaned == [], f"jobs of tasks failed by the scheduler race were not stopped: {orphaned}"
+    assert failed == set(), (
+        f"tasks failed: {sorted(failed)}; by the scheduler race: {sorted(raced)}; "
+        f"their jobs: {[(names[i], jobs[names[i]]['status']) for i in sorted(failed)]}"
+    )
+    assert len(held) == count, "every capacity wait ended within the hold: the scenario tests the race"
     assert left == [], f"SageMaker jobs left running with no task looking after them: {left}"
 
 
