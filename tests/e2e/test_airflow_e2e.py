@@ -1002,7 +1002,8 @@ def test_credentials_of_a_second_connection_sign_every_call_and_appear_in_no_out
             "max_hourly_cost": 1000,
         },
     )
-    waiting = deferred_on(airflow, dag_id, run_id, "job", 1)
+    # The first task process of a DAG file on a busy 2-core machine may take minutes to parse and submit.
+    waiting = deferred_on(airflow, dag_id, run_id, "job", 1, timeout=480)
     defer_exits_seen(airflow, dag_id, run_id, 1)
     rows = [
         t
