@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import socket
+import string
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,11 @@ DATABASES = ("auto", "postgres", "sqlite")
 #: credentials; the secret is distinctive so tests can prove it never leaks into logs, XComs or the DB.
 FAKE_ACCESS_KEY_ID = "AKIASMPREFSLOCALTEST"
 FAKE_SECRET_ACCESS_KEY = "smprefs-FAKE-secret-9f3c2a71-do-not-leak"
+#: A second AWS connection of every deployment, to the same offline SageMaker, whose credentials look
+#: like real ones (an ``AKIA`` access key id, a 40-character secret, a session token) and are new for
+#: every deployment: see :func:`real_looking_credentials`. Tests run DAGs with it and prove that none
+#: of them appears in any log, XCom, trigger row, rendered template, page or lineage event.
+SECOND_CONN_ID = "aws_sm_prod"
 #: The checkout this harness belongs to.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +48,30 @@ def venv_bin(name: str) -> str:
 def default_dags_folders() -> list[Path]:
     """The example DAGs and the test suite's DAGs of this checkout (the ones ``make airflow`` loads)."""
     return [p for p in (REPO_ROOT / "dags_examples", REPO_ROOT / "tests" / "dags") if p.is_dir()]
+
+
+def real_looking_credentials() -> dict[str, str]:
+    """Random AWS credentials in the shape of real ones: ``AKIA`` + 16 uppercase letters and digits, a
+    40-character secret of base64 characters, and a session token (base64, a few hundred characters)."""
+    upper = string.ascii_uppercase + string.digits
+    secret = string.ascii_letters + string.digits + "+/"
+    return {
+        "aws_access_key_id": "AKIA" + "".join(secrets.choice(upper) for _ in range(16)),
+        "aws_secret_access_key": "".join(secrets.choice(secret) for _ in range(40)),
+        "aws_session_token": base64.b64encode(b"IQoJb3JpZ2luX2Vj" + secrets.token_bytes(240)).decode(),
+    }
+
+
+def connection_credentials(env: Mapping[str, str], conn_id: str) -> dict[str, str]:
+    """The credentials of an AWS connection defined in ``env`` (``AIRFLOW_CONN_<ID>`` as JSON): access
+    key id, secret access key and, when it has one, session token."""
+    connection = json.loads(env[f"AIRFLOW_CONN_{conn_id.upper()}"])
+    found = {
+        "aws_access_key_id": connection["login"],
+        "aws_secret_access_key": connection["password"],
+        "aws_session_token": (connection.get("extra") or {}).get("aws_session_token"),
+    }
+    return {name: str(value) for name, value in found.items() if value}
 
 
 def _fernet_key() -> str:
@@ -148,6 +178,17 @@ class DeploymentConfig:
             "password": FAKE_SECRET_ACCESS_KEY,
             "extra": {"endpoint_url": emulator_url, "region_name": region},
         }
+        second = real_looking_credentials()
+        second_connection = {
+            "conn_type": "aws",
+            "login": second["aws_access_key_id"],
+            "password": second["aws_secret_access_key"],
+            "extra": {
+                "endpoint_url": emulator_url,
+                "region_name": region,
+                "aws_session_token": second["aws_session_token"],
+            },
+        }
         # Credentials come from the connection only: no AWS_* variable or profile of the developer's may
         # reach a process that talks to an endpoint, and the Airflow settings of the caller (e.g. the test
         # session's own AIRFLOW_HOME) must not leak in either.
@@ -201,6 +242,7 @@ class DeploymentConfig:
                 "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
                 "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
                 "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),
+                f"AIRFLOW_CONN_{SECOND_CONN_ID.upper()}": json.dumps(second_connection),
                 # DAG files that read their poll cadence at parse time (the examples, tests/dags).
                 "SM_PREFS_POLL_INTERVAL": str(self.poll_interval),
                 "SM_PREFS_MAX_POLL_INTERVAL": str(self.max_poll_interval),

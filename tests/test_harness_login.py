@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
 import pytest
 
-from harness.config import DeploymentConfig
+from harness.config import (
+    FAKE_ACCESS_KEY_ID,
+    FAKE_SECRET_ACCESS_KEY,
+    SECOND_CONN_ID,
+    DeploymentConfig,
+    connection_credentials,
+)
 from harness.errors import DeploymentError
 from harness.rest import AirflowRestClient
 
@@ -98,3 +105,21 @@ def test_a_login_that_simple_auth_manager_cannot_hold_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match="login"):
         DeploymentConfig(root=tmp_path, api_port=8999, login=login)
+
+
+def test_the_second_connection_has_real_looking_credentials_new_for_every_deployment(tmp_path: Path) -> None:
+    config = DeploymentConfig(root=tmp_path, api_port=8999)
+    first, again = _env(config), _env(config)
+    creds = connection_credentials(first, SECOND_CONN_ID)
+    assert re.fullmatch(r"AKIA[A-Z0-9]{16}", creds["aws_access_key_id"])
+    assert re.fullmatch(r"[A-Za-z0-9+/]{40}", creds["aws_secret_access_key"])
+    assert re.fullmatch(r"[A-Za-z0-9+/]{300,}={0,2}", creds["aws_session_token"])
+    connection = json.loads(first[f"AIRFLOW_CONN_{SECOND_CONN_ID.upper()}"])
+    assert connection["extra"]["endpoint_url"] == "http://127.0.0.1:1"
+    # Nothing to hard-code: every deployment gets new ones.
+    assert not set(creds.values()) & set(connection_credentials(again, SECOND_CONN_ID).values())
+    # aws_default keeps its fixed fake credentials and has no session token.
+    assert connection_credentials(first, "aws_default") == {
+        "aws_access_key_id": FAKE_ACCESS_KEY_ID,
+        "aws_secret_access_key": FAKE_SECRET_ACCESS_KEY,
+    }

@@ -70,7 +70,7 @@ class EmulatorRequestHandler(MotoRequestHandler):
         except ValueError:
             length = 0
         body = self.rfile.read(length) if length > 0 else b""
-        response = service.handle_sagemaker(operation, body)
+        response = service.handle_sagemaker(operation, body, self.headers.get("Authorization"))
         if response.drop:
             self.close_connection = True
             drop_connection(self.connection)

@@ -9,6 +9,7 @@ the CloudWatch Logs reads of the jobs' log streams.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "SERVICE_OF",
     "TARGET_PREFIX",
     "TARGET_PREFIXES",
+    "access_key_id",
     "emulated_operation",
     "unknown_sagemaker_operation",
 ]
@@ -86,3 +88,13 @@ def unknown_sagemaker_operation(target: str | None) -> str | None:
 
     operation = target[len(TARGET_PREFIX) :]
     return None if operation in service_model().operation_names else operation
+
+
+#: The access key id in a SigV4 ``Authorization`` header: ``... Credential=<key id>/<date>/<region>/...``.
+_CREDENTIAL = re.compile(r"\bCredential=([^/,\s]+)/")
+
+
+def access_key_id(authorization: str | None) -> str | None:
+    """The access key id a request was signed with (its SigV4 ``Authorization`` header), or None."""
+    match = _CREDENTIAL.search(authorization or "")
+    return match.group(1) if match else None

@@ -18,7 +18,7 @@ from airflow_provider_sm_prefs.testing.api import SageMakerApi
 from airflow_provider_sm_prefs.testing.engine import Engine
 from airflow_provider_sm_prefs.testing.exceptions import ApiError, SerializationError
 from airflow_provider_sm_prefs.testing.faults import Fault, FaultInjector
-from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM
+from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, access_key_id
 from airflow_provider_sm_prefs.testing.responses import Response, dropped, error_response, json_response
 from airflow_provider_sm_prefs.testing.scenario import load_scenario
 from airflow_provider_sm_prefs.testing.scenario_types import Faults, Scenario, ScenarioSource
@@ -70,11 +70,15 @@ class EmulatorService:
 
     # ------------------------------------------------------------------------------- SageMaker ops
 
-    def handle_sagemaker(self, operation: str, body: bytes) -> Response:
-        """Answer one emulated SageMaker call (faults first, so a faulted call has no side effects)."""
+    def handle_sagemaker(self, operation: str, body: bytes, authorization: str | None = None) -> Response:
+        """Answer one emulated SageMaker call (faults first, so a faulted call has no side effects).
+
+        :param authorization: the request's ``Authorization`` header; only the access key id it names is
+            kept (counted in :meth:`stats`), the signature is neither checked nor stored.
+        """
         params = _json_params(body)
         with self.lock:
-            self._stats.called(operation, _job_name(operation, params))
+            self._stats.called(operation, _job_name(operation, params), access_key_id(authorization))
             fault = self._injector.draw(operation)
             if fault is not None:
                 self._stats.faulted(operation, fault.counter)

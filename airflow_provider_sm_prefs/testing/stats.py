@@ -8,19 +8,24 @@ __all__ = ["Stats"]
 
 
 class Stats:
-    """Every call received, the faulted ones by kind, the rejected ones by error code, and calls per job."""
+    """Every call received, the faulted ones by kind, the rejected ones by error code, calls per job, and
+    calls per access key id (the ``Credential=`` of a request's SigV4 ``Authorization`` header)."""
 
     def __init__(self) -> None:
         self._operations: dict[str, int] = {}
         self._faults: dict[str, dict[str, int]] = {"throttled": {}, "errors": {}, "dropped": {}}
         self._rejected: dict[str, dict[str, int]] = {}
         self._per_job: dict[str, dict[str, int]] = {}
+        self._per_key: dict[str, dict[str, int]] = {}
 
-    def called(self, operation: str, job_name: str | None) -> None:
-        """A call of ``operation`` arrived (about job ``job_name``, if it names one)."""
+    def called(self, operation: str, job_name: str | None, access_key_id: str | None = None) -> None:
+        """A call of ``operation`` arrived (about job ``job_name``, if it names one; signed with
+        ``access_key_id``, if it was signed)."""
         _bump(self._operations, operation)
         if job_name is not None:
             _bump(self._per_job.setdefault(job_name, {}), operation)
+        if access_key_id is not None:
+            _bump(self._per_key.setdefault(access_key_id, {}), operation)
 
     def faulted(self, operation: str, counter: str) -> None:
         """A call was faulted; ``counter`` is ``throttled``, ``errors`` or ``dropped``."""
@@ -39,6 +44,7 @@ class Stats:
             "dropped": dict(self._faults["dropped"]),
             "rejected": {op: dict(codes) for op, codes in self._rejected.items()},
             "jobs": {name: dict(ops) for name, ops in self._per_job.items()},
+            "access_keys": {key: dict(ops) for key, ops in self._per_key.items()},
         }
 
 

@@ -114,7 +114,9 @@ class EmulatorApp:
     def _sagemaker(
         self, operation: str, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        response = self.service.handle_sagemaker(operation, self._read_body(environ))
+        response = self.service.handle_sagemaker(
+            operation, self._read_body(environ), environ.get("HTTP_AUTHORIZATION")
+        )
         if response.drop:
             if drop_connection(environ.get("werkzeug.socket")):
                 raise ConnectionAbortedError("emulated connection drop")

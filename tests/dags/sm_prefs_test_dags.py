@@ -28,6 +28,8 @@ PARAMS: dict[str, Any] = {
     "max_hourly_cost": None,
     "max_cost_increase": None,
     "prices": None,
+    # The AWS connection the job task uses.
+    "aws_conn_id": "aws_default",
 }
 
 
@@ -108,6 +110,7 @@ def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
             max_hourly_cost="{{ params.max_hourly_cost }}",
             max_cost_increase="{{ params.max_cost_increase }}",
             prices="{{ params.prices }}",
+            aws_conn_id="{{ params.aws_conn_id }}",
             poll_interval=POLL,
             **kwargs,
         )
@@ -124,6 +127,15 @@ t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_co
 t_process_complete = _dag(
     "t_process_complete", SageMakerPreferenceProcessingOperator, wait_for_completion=True
 )
+# Like t_train_complete, and the one DAG here that reports lineage when the deployment emits lineage
+# only for the DAGs that ask for it ([openlineage] selective_enable): the e2e credentials scenario.
+t_train_lineage = _dag("t_train_lineage", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
+try:
+    from airflow.providers.openlineage.utils.selective_enable import enable_lineage
+except ImportError:  # without the OpenLineage provider it runs the same and reports nothing
+    pass
+else:
+    enable_lineage(t_train_lineage)
 # The job's logs in the task log: a small cap, and none at all.
 t_train_logs_cut = _dag(
     "t_train_logs_cut", SageMakerPreferenceTrainingOperator, wait_for_completion=True, max_log_lines=5

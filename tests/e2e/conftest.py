@@ -30,6 +30,7 @@ E2E_DAGS = (
     "sm_prefs_nightly_retrain",
     "t_train_capacity",
     "t_train_complete",
+    "t_train_lineage",
     "t_process",
     "e2e_fleet",
     "e2e_retry",

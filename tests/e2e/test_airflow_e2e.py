@@ -15,12 +15,16 @@ import json
 import re
 import signal
 import sys
+import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from e2e_reliability import Ledger
 from e2e_support import (
@@ -38,13 +42,35 @@ from e2e_support import (
     wait_for,
 )
 
+from airflow_provider_sm_prefs.lineage import FACET_NAME
 from airflow_provider_sm_prefs.outcome import XComKey
-from harness.config import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY
+from harness.config import (
+    FAKE_ACCESS_KEY_ID,
+    FAKE_SECRET_ACCESS_KEY,
+    SECOND_CONN_ID,
+    connection_credentials,
+)
 from harness.deployment import LocalAirflow
 
 pytestmark = pytest.mark.e2e
 
 NIGHTLY = "sm_prefs_nightly_retrain"
+#: Where the deployment's OpenLineage events go (one JSON event per line). Only the DAG that asks for
+#: lineage (t_train_lineage, ``enable_lineage``) emits any: with ``selective_enable`` every other task
+#: and DAG run returns from the listener before it builds an event or forks, so the other scenarios
+#: pay nothing but that check.
+OUTPUTS = Path(tempfile.mkdtemp(prefix="sm-prefs-e2e-outputs-"))
+LINEAGE_EVENTS = OUTPUTS / "openlineage-events.jsonl"
+#: The guardrails' file cache of quotas and prices (keyed by a digest of the access key id), scanned too.
+PREFLIGHT_CACHE = OUTPUTS / "preflight-cache"
+E2E_ENV = {
+    "SM_PREFS_CACHE_DIR": str(PREFLIGHT_CACHE),
+    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+        {"type": "file", "log_file_path": str(LINEAGE_EVENTS), "append": True}
+    ),
+    "AIRFLOW__OPENLINEAGE__NAMESPACE": "sm-prefs-e2e",
+    "AIRFLOW__OPENLINEAGE__SELECTIVE_ENABLE": "True",
+}
 
 
 def unique(prefix: str) -> str:
@@ -900,6 +926,207 @@ def test_clearing_a_task_runs_a_new_job(airflow: LocalAirflow, ledger: Ledger, b
 # -- 8. credentials never leak; names are sanitised ----------------------------------------------------------
 
 
+def credentials(af: LocalAirflow) -> dict[str, str]:
+    """Every credential of the deployment's two AWS connections, by ``<conn id>.<field>``, each also in
+    its URL-encoded form when that differs (a connection URI would carry that one)."""
+    found = {}
+    for conn_id in ("aws_default", SECOND_CONN_ID):
+        for name, value in connection_credentials(af.env, conn_id).items():
+            # The scans below prove something only if the deployment really runs with these.
+            assert value in af.env[f"AIRFLOW_CONN_{conn_id.upper()}"]
+            found[f"{conn_id}.{name}"] = value
+            quoted = urllib.parse.quote(value, safe="")
+            if quoted != value:
+                found[f"{conn_id}.{name} (URL-encoded)"] = quoted
+    assert len(connection_credentials(af.env, SECOND_CONN_ID)) == 3, "key id, secret and session token"
+    return found
+
+
+def leaks_in(stores: Mapping[str, bytes], secrets: Mapping[str, str]) -> list[str]:
+    """``<credential> in <store>`` for every credential found in a store (the value itself never shown)."""
+    return [
+        f"{label} in {where}"
+        for where, data in stores.items()
+        for label, value in secrets.items()
+        if value.encode() in data
+    ]
+
+
+def defer_exits_seen(af: LocalAirflow, dag_id: str, run_id: str, count: int, timeout: float = 120) -> None:
+    """Until the scheduler has processed ``count`` executor events of the run's ``job`` task (each
+    deferral ends the task process with one): a trigger that fires before that trips the scheduler
+    race described above SETTLE, which a loaded machine can stretch beyond SETTLE seconds."""
+    line = (
+        "Received executor event with state success for task instance "
+        f"TaskInstanceKey(dag_id='{dag_id}', task_id='job', run_id='{run_id}'"
+    )
+    wait_for(
+        lambda: af.process_log("scheduler").read_text(errors="replace").count(line) >= count,
+        timeout,
+        f"the scheduler to process defer-exit {count} of {dag_id}.job",
+        every=0.5,
+    )
+
+
+def preflight_cache() -> dict[str, bytes]:
+    """The guardrails' cache files of the deployment (quotas and prices it looked up)."""
+    return {
+        f"the preflight cache file {path.name}": path.read_bytes()
+        for path in sorted(PREFLIGHT_CACHE.rglob("*"))
+        if path.is_file()
+    }
+
+
+def capacity_page(af: LocalAirflow, dag_id: str) -> dict[str, bytes]:
+    """The capacity page as a signed-in user gets it: its HTML and script, and its JSON API (the records
+    of ``dag_id``, of every DAG, and the filters)."""
+    headers = {"Authorization": f"Bearer {af.token()}"}
+    wide = {"page_size": 200}
+    answers = {}
+    for path, params in (
+        ("/sm-prefs/", {}),
+        ("/sm-prefs/static/capacity.js", {}),
+        ("/sm-prefs/api/filters", {}),
+        ("/sm-prefs/api/capacity", {**wide, "dag_id": dag_id}),
+        ("/sm-prefs/api/capacity", wide),
+    ):
+        answer = httpx.get(af.api_url + path, params=params, headers=headers, timeout=60)
+        assert answer.status_code == 200, (path, answer.status_code, answer.text[:500])
+        key = path + (f"?dag_id={params['dag_id']}" if "dag_id" in params else "")
+        answers[f"the capacity page {key}"] = answer.content
+    return answers
+
+
+# The deployment's start counts towards a test's timeout when this is the first test selected (-k).
+@pytest.mark.timeout(900)
+def test_credentials_of_a_second_connection_sign_every_call_and_appear_in_no_output(
+    airflow: LocalAirflow, ledger: Ledger
+) -> None:
+    """A run with ``aws_sm_prod`` (random real-looking key id, secret and session token): guardrails,
+    submit, deferral, trigger, completion. Its key id signs the calls SageMaker receives; no credential
+    of either connection is in its XComs, trigger row, rendered templates, the capacity page or its
+    OpenLineage events (logs and the database: the scan of the next test)."""
+    started = time.monotonic()
+    dag_id = "t_train_lineage"
+    secrets = credentials(airflow)
+    prod = connection_credentials(airflow.env, SECOND_CONN_ID)
+    airflow.sm.load_scenario(
+        clock_scenario(
+            "second-connection",
+            capacity={G6: [{"from": 0, "to": 50_000, "free": 0}, {"from": 50_000, "free": 8}]},
+            prices={G6: {"*": 13.35}},
+        )
+    )
+    name = unique("prod-conn")
+    run_id = airflow.trigger_dag(
+        dag_id,
+        {
+            "config": training_config(name, InstanceCount=1),
+            "prefs": [G6],
+            "max_pending": 86400,
+            "aws_conn_id": SECOND_CONN_ID,
+            # Guardrails on: quotas (preflight) and the Price List API are read with the connection too.
+            "preflight": "prune",
+            "max_hourly_cost": 1000,
+        },
+    )
+    # The first task process of a DAG file on a busy 2-core machine may take minutes to parse and submit.
+    waiting = deferred_on(airflow, dag_id, run_id, "job", 1, timeout=480)
+    defer_exits_seen(airflow, dag_id, run_id, 1)
+    rows = [
+        t
+        for t in airflow.trigger_rows()
+        if "SageMakerCapacityTrigger" in t["classpath"] and name in json.dumps(t["kwargs"], default=str)
+    ]
+    assert len(rows) == 1, airflow.trigger_rows()
+    assert rows[0]["kwargs"].get("aws_conn_id") == SECOND_CONN_ID, rows[0]["kwargs"]
+    stores = {"the trigger row": json.dumps(rows, default=str).encode()}
+    airflow.sm.advance(50_000 - airflow.sm.clock()["elapsed"] + 1)
+    deferred_on(airflow, dag_id, run_id, "job", 1, previous=waiting)
+    defer_exits_seen(airflow, dag_id, run_id, 2)
+    airflow.sm.advance(30 + 3600 + 30 + 1)
+    assert airflow.wait_for_run(dag_id, run_id, timeout=180) == "success", airflow.ti_states(dag_id, run_id)
+
+    [job] = airflow.sm.jobs()
+    assert (job["name"], job["status"], job["selected_instance_type"]) == (name, "Completed", G6)
+    outcome = airflow.xcom(dag_id, run_id, "job", "return_value")
+    assert (outcome["job_name"], outcome["job_status"]) == (name, "Completed")
+    assert outcome["hourly_cost"] == pytest.approx(13.35)
+    # The connection was really used: every call SageMaker, Service Quotas and the Price List API got
+    # for this run (task and triggerer) was signed with its access key id, none with aws_default's.
+    stats = airflow.sm.stats()
+    assert set(stats["access_keys"]) == {prod["aws_access_key_id"]}, stats["access_keys"]
+    used = stats["access_keys"][prod["aws_access_key_id"]]
+    assert {"ListServiceQuotas", "GetProducts", "CreateTrainingJob", "DescribeTrainingJob"} <= set(used), used
+    assert used == stats["operations"], "every call of the run was signed with the second connection"
+
+    # XComs of the run, rendered templates of its task instances (as the UI shows them).
+    entries = airflow.xcom_entries(dag_id, run_id)
+    assert {"return_value", "capacity_outcome"} <= {e["key"] for e in entries}, entries
+    for entry in entries:
+        value = airflow.xcom(dag_id, run_id, entry["task_id"], entry["key"], entry["map_index"])
+        stores[f"XCom {entry['task_id']}.{entry['key']}"] = json.dumps(value, default=str).encode()
+    for ti in airflow.task_instances(dag_id, run_id):
+        detail = airflow.task_instance(dag_id, run_id, ti["task_id"])
+        stores[f"task instance {ti['task_id']} (rendered fields)"] = json.dumps(detail, default=str).encode()
+    rendered = airflow.task_instance(dag_id, run_id, "job")["rendered_fields"]
+    assert rendered["aws_conn_id"] == SECOND_CONN_ID and name in json.dumps(rendered["config"]), rendered
+
+    # The capacity page and its API: this run's record is there.
+    page = capacity_page(airflow, dag_id)
+    assert name.encode() in page[f"the capacity page /sm-prefs/api/capacity?dag_id={dag_id}"]
+    assert b"<html" in page["the capacity page /sm-prefs/"].lower()
+    stores.update(page)
+
+    # OpenLineage: the task's START and COMPLETE events, with the capacity facet, were written.
+    def lineage() -> list[dict[str, Any]] | None:
+        if not LINEAGE_EVENTS.exists():
+            return None
+        events = [json.loads(line) for line in LINEAGE_EVENTS.read_text().splitlines() if line.strip()]
+        ours = [
+            e
+            for e in events
+            if e["job"]["name"] == f"{dag_id}.job" and FACET_NAME in e["run"].get("facets", {})
+        ]
+        kinds = {e["eventType"] for e in ours}
+        return ours if {"START", "COMPLETE"} <= kinds else None
+
+    ours = wait_for(lineage, 120, "the task's OpenLineage START and COMPLETE events", every=1.0)
+    complete = next(e for e in ours if e["eventType"] == "COMPLETE")
+    assert complete["run"]["facets"][FACET_NAME]["jobName"] == name
+    events_bytes = LINEAGE_EVENTS.read_bytes()
+    stores["the OpenLineage events"] = events_bytes
+    # The guardrails cached this connection's quotas and prices in files (keyed by a key id digest).
+    cached = preflight_cache()
+    assert cached, f"nothing cached in {PREFLIGHT_CACHE}"
+    stores.update(cached)
+    assert all(data for data in stores.values()), [where for where, data in stores.items() if not data]
+
+    assert leaks_in(stores, secrets) == []
+    # The run's name is in every store that is about it: the scans looked at the right things.
+    for where in ("the trigger row", "XCom job.return_value", "the OpenLineage events"):
+        assert name.encode() in stores[where], where
+    sys.stderr.write(
+        f"\nsecond connection: {sum(used.values())} calls signed with it; scanned "
+        f"{len(ours)} OpenLineage events of the task ({len(events_bytes)} bytes in all), "
+        f"{sum(len(v) for k, v in stores.items() if k.startswith('the capacity page'))} bytes of the "
+        f"capacity page, {len(entries)} XComs, {len(rows)} trigger row\n"
+    )
+    finish(
+        airflow,
+        ledger,
+        {name: (dag_id, run_id, "job", -1)},
+        started,
+        id="second-connection",
+        order=15,
+        scenario="A second connection with random real-looking credentials (AKIA key id, secret, session token)",
+        load="1 task: guardrails, deferred for capacity and completion",
+        faults="none",
+        outcome="every call signed with its key id; no credential in XComs, trigger row, rendered "
+        "fields, capacity page or OpenLineage events",
+    )
+
+
 def test_no_credentials_in_logs_xcoms_trigger_kwargs_or_the_metadata_db(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
@@ -921,6 +1148,7 @@ def test_no_credentials_in_logs_xcoms_trigger_kwargs_or_the_metadata_db(
         },
     )
     waiting = deferred_on(airflow, "t_train_complete", run_id, "job", 1)
+    defer_exits_seen(airflow, "t_train_complete", run_id, 1)
     triggers = airflow.trigger_rows()
     ours = [t for t in triggers if "SageMakerCapacityTrigger" in t["classpath"]]
     assert ours, triggers
@@ -933,6 +1161,7 @@ def test_no_credentials_in_logs_xcoms_trigger_kwargs_or_the_metadata_db(
         assert FAKE_SECRET_ACCESS_KEY not in str(row["encrypted"])
     airflow.sm.advance(50_000 - airflow.sm.clock()["elapsed"] + 1)
     deferred_on(airflow, "t_train_complete", run_id, "job", 1, previous=waiting)
+    defer_exits_seen(airflow, "t_train_complete", run_id, 2)
     airflow.sm.advance(30 + 3600 + 30 + 1)
     assert airflow.wait_for_run("t_train_complete", run_id, timeout=120) == "success"
 
@@ -949,18 +1178,24 @@ def test_no_credentials_in_logs_xcoms_trigger_kwargs_or_the_metadata_db(
         assert FAKE_SECRET_ACCESS_KEY not in text and FAKE_ACCESS_KEY_ID not in text, entry
     # Every log file of every component and task of the whole session, and the metadata DB itself
     # (XComs, rendered fields, trigger rows, task instance notes, event log...).
-    leaks = []
+    # Both connections' credentials (the second one's: key id, secret and session token), wherever
+    # they could have been written: every log, the whole database, the capacity page, lineage events.
+    secrets = credentials(airflow)
     stores = {str(path.relative_to(airflow.home)): path.read_bytes() for path in airflow.home.rglob("*.log")}
     stores[f"the metadata database ({airflow.database_backend})"] = airflow.database_dump()
     if airflow.postgres is not None:
         stores["the PostgreSQL server log"] = (airflow.postgres.data / "server.log").read_bytes()
-    for where, data in stores.items():
-        for secret in (FAKE_SECRET_ACCESS_KEY, FAKE_ACCESS_KEY_ID):
-            if secret.encode() in data:
-                leaks.append(f"{secret[:12]}... in {where}")
-    assert leaks == []
+    stores.update(capacity_page(airflow, "t_train_complete"))
+    if LINEAGE_EVENTS.exists():
+        stores["the OpenLineage events"] = LINEAGE_EVENTS.read_bytes()
+    stores.update(preflight_cache())
+    logs = [where for where in stores if where.endswith(".log")]
+    assert sum(len(stores[where]) for where in logs) > 100_000, f"the component and task logs: {logs}"
+    assert job["name"].encode() in stores[f"the metadata database ({airflow.database_backend})"]
+    assert leaks_in(stores, secrets) == []
     # The deployment really used the credentials under test (or the scan above proves nothing).
     assert FAKE_SECRET_ACCESS_KEY in airflow.env["AIRFLOW_CONN_AWS_DEFAULT"]
+    assert set(airflow.sm.stats()["access_keys"]) == {FAKE_ACCESS_KEY_ID}
     finish(
         airflow,
         ledger,

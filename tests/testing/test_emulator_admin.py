@@ -189,6 +189,45 @@ def test_sagemaker_calls_keep_the_connection_alive(world: OfflineSageMaker) -> N
     assert world.stats()["operations"] == {"ListTrainingJobs": 3}
 
 
+def test_calls_are_counted_per_access_key_id_of_their_signature(world: OfflineSageMaker) -> None:
+    import boto3
+
+    def client(key_id: str, **extra: str) -> Any:
+        return boto3.client(
+            "sagemaker",
+            endpoint_url=world.endpoint_url,
+            region_name=world.region,
+            aws_access_key_id=key_id,
+            aws_secret_access_key="s" * 40,
+            **extra,
+        )
+
+    client("AKIAFIRSTKEY0000TEST").list_training_jobs()
+    second = client("ASIASECONDKEY000TEST", aws_session_token="token-not-counted")
+    second.list_training_jobs()
+    quotas = boto3.client(
+        "service-quotas",
+        endpoint_url=world.endpoint_url,
+        region_name=world.region,
+        aws_access_key_id="ASIASECONDKEY000TEST",
+        aws_secret_access_key="s" * 40,
+    )
+    quotas.list_service_quotas(ServiceCode="sagemaker")
+    # Unsigned: counted as a call, under no key.
+    connection = httpclient.HTTPConnection("127.0.0.1", world.port, timeout=10)
+    headers = {"X-Amz-Target": "SageMaker.ListTrainingJobs", "Content-Type": "application/x-amz-json-1.1"}
+    connection.request("POST", "/", body=b"{}", headers=headers)
+    assert connection.getresponse().status == 200
+    connection.close()
+    stats = world.stats()
+    assert stats["operations"] == {"ListTrainingJobs": 3, "ListServiceQuotas": 1}
+    assert stats["access_keys"] == {
+        "AKIAFIRSTKEY0000TEST": {"ListTrainingJobs": 1},
+        "ASIASECONDKEY000TEST": {"ListTrainingJobs": 1, "ListServiceQuotas": 1},
+    }
+    assert "token-not-counted" not in json.dumps(stats) and "s" * 40 not in json.dumps(stats)
+
+
 def test_a_stopped_emulator_answers_nothing_even_on_kept_alive_connections() -> None:
     emulator = OfflineSageMaker().start()
     client = emulator.boto3_client(
