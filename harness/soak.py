@@ -158,7 +158,7 @@ def night_scenario(plan: NightPlan, fleet: int) -> tuple[dict[str, Any], int]:
         capacity = {G6: [{"from": 0, "free": plan.first_choice_free}], G5: [{"from": 0, "free": plenty}]}
     elif plan.kind == "late-window":
         # Nothing frees for the first 2 emulated hours, then everything does: every task waits.
-        opens = 2 * STEP
+        opens = 1800
         capacity = {
             G6: [{"from": 0, "to": opens, "free": 0}, {"from": opens, "free": plenty}],
             G5: [{"from": 0, "to": opens, "free": 0}, {"from": opens, "free": plenty}],
@@ -323,11 +323,17 @@ def duplicates_of(jobs: Sequence[Mapping[str, Any]], owned: Callable[[str], bool
 class Soak:
     """Drives the nights against ``af`` (a started deployment with the example and e2e DAGs parsed)."""
 
-    def __init__(self, af: LocalAirflow, *, fleet: int, seed: int, night_timeout: float = 1200.0) -> None:
+    def __init__(
+        self, af: LocalAirflow, *, fleet: int, seed: int, night_timeout: float = 1200.0, step: int = STEP
+    ) -> None:
         self.af = af
         self.fleet = fleet
         self.seed = seed
         self.night_timeout = night_timeout
+        self.step = step
+        # Every night has a quiet step 0 (all tasks wait for capacity); a step 1 only when one step of
+        # the clock cannot take a job from capacity to its end nor past the tight pending deadline.
+        self.last_sure_step = 1 if step < min(TIGHT_PENDING, sum(PHASES.values()) + JOB_RUNTIME) else 0
         self.base_date = datetime(2026, 10, 1, 2, 0, tzinfo=UTC) + timedelta(minutes=seed % 1000)
 
     def run_night(self, plan: NightPlan) -> NightResult:
@@ -348,7 +354,7 @@ class Soak:
             # Every unfinished task is deferred and has been for SETTLE seconds: a step of the night.
             if self._at_step(plan, night, run_ids, result):
                 continue  # a component was killed: quiet again before the clock moves
-            af.sm.advance(STEP)
+            af.sm.advance(self.step)
             night.step += 1
         if night.timed_out:
             result.timed_out = True
@@ -408,7 +414,7 @@ class Soak:
     ) -> bool:
         """Switch the API faults and kill what this step kills; True when a component was killed."""
         step = night.step
-        if not night.faults_on and step == plan.faults_on_step:
+        if not night.faults_on and step == min(plan.faults_on_step, self.last_sure_step):
             self._faults(plan, on=True)
             night.faults_on = True
         elif night.faults_on and step >= plan.faults_off_step:
@@ -416,7 +422,7 @@ class Soak:
             night.faults_on = False
         killed = False
         for name, at in (("triggerer", plan.kill_triggerer_step), ("scheduler", plan.kill_scheduler_step)):
-            if at == step and name not in night.killed:
+            if at is not None and min(at, self.last_sure_step) == step and name not in night.killed:
                 night.dead_triggerers |= self._kill(name, plan, run_ids, result)
                 night.killed.add(name)
                 killed = True
@@ -591,6 +597,7 @@ def run_soak(
     seed: int,
     night_timeout: float = 1200.0,
     budget: float | None = None,
+    step: int = STEP,
 ) -> dict[str, Any]:
     """Run the nights against a started deployment; returns the report (see :func:`write_report`).
 
@@ -598,7 +605,7 @@ def run_soak(
     """
     started = time.monotonic()
     plans = plan_week(nights, fleet, seed)
-    soak = Soak(af, fleet=fleet, seed=seed, night_timeout=night_timeout)
+    soak = Soak(af, fleet=fleet, seed=seed, night_timeout=night_timeout, step=step)
     results: list[NightResult] = []
     with MemorySampler(af) as memory:
         for plan in plans:
@@ -607,7 +614,9 @@ def run_soak(
                 break
             results.append(soak.run_night(plan))
         memory.sample()
-    return report(af, plans, results, memory, fleet=fleet, seed=seed, seconds=time.monotonic() - started)
+    data = report(af, plans, results, memory, fleet=fleet, seed=seed, seconds=time.monotonic() - started)
+    data["step_seconds"] = step
+    return data
 
 
 def report(
@@ -677,7 +686,7 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
         f"`make soak` (= `python -m harness.soak --nights {data['nights_planned']} --fleet {data['fleet']} "
         f"--seed {data['seed']}`): one deployment, each night the nightly example DAG and `e2e_fleet` with "
         f"{data['fleet']} mapped training tasks, triggered through the REST API one logical day apart; the "
-        f"night is compressed by moving the offline SageMaker's clock ({STEP // 60} emulated minutes per "
+        f"night is compressed by moving the offline SageMaker's clock ({data.get('step_seconds', STEP) // 60} emulated minutes per "
         "step, once every unfinished task has been deferred for "
         f"{SETTLE:.0f} s). Each night has its capacity shape (plenty, first choice scarce, a late window, "
         "or capacity that never frees before the fleet's pending deadline) and throttling, HTTP 5xx and "
@@ -780,6 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--budget", type=float, default=None, help="real seconds after which no further night starts"
     )
     parser.add_argument("--night-timeout", type=float, default=1200.0)
+    parser.add_argument("--step", type=int, default=STEP, help="emulated seconds per clock step")
     args = parser.parse_args(argv)
 
     def _interrupt(signum: int, frame: Any) -> None:
@@ -805,6 +815,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             night_timeout=args.night_timeout,
             budget=args.budget,
+            step=args.step,
         )
     write_report(data)
     print(summary_line(data))
