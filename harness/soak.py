@@ -683,8 +683,9 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
     lines = [
         f"{heading} A week of nights under faults (soak)",
         "",
-        f"`make soak` (= `python -m harness.soak --nights {data['nights_planned']} --fleet {data['fleet']} "
-        f"--seed {data['seed']}`): one deployment, each night the nightly example DAG and `e2e_fleet` with "
+        f"`python -m harness.soak --nights {data['nights_planned']} --fleet {data['fleet']} "
+        f"--seed {data['seed']} --step {data.get('step_seconds', STEP)}` (`make soak` runs 7 nights of 50 with "
+        f"{STEP}-second steps): one deployment, each night the nightly example DAG and `e2e_fleet` with "
         f"{data['fleet']} mapped training tasks, triggered through the REST API one logical day apart; the "
         f"night is compressed by moving the offline SageMaker's clock ({data.get('step_seconds', STEP) // 60} emulated minutes per "
         "step, once every unfinished task has been deferred for "
@@ -717,8 +718,10 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
         f"of {t['calls']} SageMaker calls |",
         f"| Process kills | {'; '.join(t['kills']) or 'none'} |",
         "",
-        "Peak resident memory of each component (sum over all processes of its session, sampled every "
-        f"{SAMPLE_EVERY:g} s, {data['memory_samples']} samples; shared pages count once per process):",
+        "Peak resident memory of each component: the sum of RSS over all processes of its session, sampled "
+        f"every {SAMPLE_EVERY:g} s ({data['memory_samples']} samples). The scheduler's includes its "
+        "LocalExecutor workers (one per parallelism slot) and the task processes they run, PostgreSQL's its "
+        "backends; pages shared between processes count once per process, so a sum overstates memory used:",
         "",
         "| Component | Peak RSS (MiB) |",
         "|---|---|",
