@@ -21,7 +21,7 @@ help:
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
-	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED)"
+	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED, SOAK_BUDGET)"
 	@echo "make reliability-doc - publish the last e2e run's reliability table and soak report (build/reliability) into docs/"
 
 $(VENV)/.installed: pyproject.toml uv.lock
