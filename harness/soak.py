@@ -76,6 +76,8 @@ G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
 #: Components whose peak memory is reported, in this order.
 MEMORY_COMPONENTS = (*COMPONENTS, EMULATOR, "postgres")
 
+#: Nights of ``make soak``.
+WEEK = 7
 #: Emulated seconds the clock moves per step.
 STEP = 900
 #: Real seconds every unfinished task must have been deferred, unchanged, before the clock moves.
@@ -701,6 +703,15 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
     if short:
         lines += [
             f"**Only {data['nights_run']} of {data['nights_planned']} planned nights ran** (time budget).",
+            "",
+        ]
+    if data["nights_run"] < WEEK:
+        lines += [
+            f"**Shorter than a week:** this run covers {data['nights_run']} of the {WEEK} nights of "
+            f"`make soak`, with {data['fleet']} mapped tasks; at {data['seconds_per_night']:.0f} s per night "
+            f"on this machine, a week at this clock step takes about "
+            f"{WEEK * data['seconds_per_night'] / 60:.0f} min plus the start (smaller steps take longer: "
+            "every step the tasks resume and defer again).",
             "",
         ]
     lines += [
