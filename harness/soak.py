@@ -54,8 +54,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import httpx
 
 from harness.config import COMPONENTS, default_dags_folders
 from harness.deployment import LocalAirflow, local_airflow
@@ -91,6 +94,7 @@ TIGHT_PENDING = 1800
 RELAXED_PENDING = 7200
 KINDS = ("plenty", "first-choice-scarce", "late-window", "capacity-timeout")
 CAPACITY_TIMEOUT_MARK = "CapacityTimeoutError"
+T = TypeVar("T")
 _LINEAGE = re.compile(r"^(?P<base>.+?)(?:-r(?P<submission>\d+))?$")
 
 
@@ -400,10 +404,14 @@ class Soak:
             if time.monotonic() > deadline:
                 night.timed_out = True
                 return False
-            states = {dag: self.af.dag_run(dag, rid)["state"] for dag, rid in run_ids.items()}
-            if all(s in TERMINAL_RUN_STATES for s in states.values()):
-                return False
-            current = self._quiescent(run_ids, states, night.dead_triggerers)
+            try:
+                states = {dag: self.af.dag_run(dag, rid)["state"] for dag, rid in run_ids.items()}
+                if all(s in TERMINAL_RUN_STATES for s in states.values()):
+                    return False
+                current = self._quiescent(run_ids, states, night.dead_triggerers)
+            except httpx.TimeoutException:
+                # The api-server, busy with a storm of task callbacks, answered a poll late: not quiet.
+                current = None
             now = time.monotonic()
             if current is None or current != signature:
                 signature, quiet_since = current, now
@@ -472,7 +480,7 @@ class Soak:
         before = {
             (ti.get("trigger") or {}).get("triggerer_id")
             for dag, rid in run_ids.items()
-            for ti in self.af.task_instances(dag, rid)
+            for ti in patient(partial(self.af.task_instances, dag, rid))
             if ti["state"] == "deferred"
         } - {None}
         pids = self.af.kill_process(name, signal.SIGKILL)
@@ -492,8 +500,8 @@ class Soak:
 
     def _account(self, result: NightResult, run_ids: Mapping[str, str], prefix: str) -> None:
         af = self.af
-        result.runs = {dag: af.dag_run(dag, rid)["state"] for dag, rid in run_ids.items()}
-        tis = {dag: af.task_instances(dag, rid) for dag, rid in run_ids.items()}
+        result.runs = {dag: patient(partial(af.dag_run, dag, rid))["state"] for dag, rid in run_ids.items()}
+        tis = {dag: patient(partial(af.task_instances, dag, rid)) for dag, rid in run_ids.items()}
         result.task_states = {
             dag: dict(Counter(str(ti["state"]) for ti in rows)) for dag, rows in tis.items()
         }
@@ -523,12 +531,22 @@ class Soak:
     def _classify_failure(self, result: NightResult, dag: str, run_id: str, ti: Mapping[str, Any]) -> None:
         """The injected capacity shortage when the failed try's log shows CapacityTimeoutError."""
         where = f"{dag}.{ti['task_id']}[{ti['map_index']}]"
-        log = self.af.task_log(dag, run_id, ti["task_id"], map_index=ti["map_index"])
+        log = patient(lambda: self.af.task_log(dag, run_id, ti["task_id"], map_index=ti["map_index"]))
         if CAPACITY_TIMEOUT_MARK in log:
             result.capacity_failures.append(where)
         else:
             tail = " ".join(log.splitlines()[-3:])[-300:]
             result.foreign_failures.append(f"{where}: {tail}")
+
+
+def patient(call: Callable[[], T], attempts: int = 5) -> T:
+    """``call()``, asked again when the busy api-server answers late (the last late answer raises)."""
+    for _ in range(attempts - 1):
+        try:
+            return call()
+        except httpx.TimeoutException:
+            time.sleep(2.0)
+    return call()
 
 
 def fault_counts(stats: Mapping[str, Any]) -> dict[str, Any]:
