@@ -7,7 +7,7 @@ RUN := $(UV) run --frozen --extra testing
 # importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
 SDK_VENV := build/sdk-venv
 
-.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e reliability-doc postgres browser clean
+.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e soak soak-short reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -21,7 +21,9 @@ help:
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
-	@echo "make reliability-doc - publish the last e2e run's reliability table (build/reliability) into docs/"
+	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED, SOAK_BUDGET)"
+	@echo "make soak-short - the soak as a test: 2 nights x 10 mapped tasks under every fault kind"
+	@echo "make reliability-doc - publish the last e2e run's reliability table and soak report (build/reliability) into docs/"
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
@@ -48,9 +50,22 @@ browser:
 	.ci/chromium.sh
 
 e2e: install postgres browser
-	$(RUN) pytest -m e2e tests/e2e
+	$(RUN) pytest -m "e2e and not soak" tests/e2e
 
-# make e2e writes its reliability table to build/reliability/ only; this publishes it.
+# A week of nights under faults in one local deployment (harness/soak.py); writes build/reliability/soak.json
+# and soak.md, exits non-zero on a duplicate job, a job left running or a task failed for another reason
+# than the injected capacity shortage. SOAK_BUDGET=seconds stops starting nights after that long.
+SOAK_NIGHTS ?= 7
+SOAK_FLEET ?= 50
+SOAK_SEED ?= 1
+SOAK_BUDGET ?=
+soak: install postgres
+	$(RUN) python -m harness.soak --nights $(SOAK_NIGHTS) --fleet $(SOAK_FLEET) --seed $(SOAK_SEED) $(if $(SOAK_BUDGET),--budget $(SOAK_BUDGET))
+
+soak-short: install postgres
+	$(RUN) pytest -m soak tests/e2e/test_soak.py
+
+# make e2e and make soak write to build/reliability/ only; this publishes them (docs/reliability.md, docs/soak.json).
 reliability-doc: install
 	$(RUN) python tests/e2e/e2e_reliability.py
 

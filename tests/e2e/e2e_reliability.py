@@ -7,6 +7,10 @@ the last run into ``docs/`` is a deliberate step::
 
     make reliability-doc   # = .venv/bin/python tests/e2e/e2e_reliability.py
     .venv/bin/python tests/e2e/e2e_reliability.py --render   # re-render docs/reliability.md only
+
+The soak (``make soak``, harness/soak.py) writes its own report, ``build/reliability/soak.json``;
+``make reliability-doc`` publishes it as ``docs/soak.json`` too, and the document renders it as a section
+after the table (the last published soak when this run has none).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ TABLE = ROOT / "docs" / "reliability.md"
 RUN_DIR = ROOT / "build" / "reliability"
 RUN_ROWS = RUN_DIR / "reliability.json"
 RUN_TABLE = RUN_DIR / "reliability.md"
+#: The soak's report: the last ``make soak`` run's, and the published one.
+SOAK = ROOT / "docs" / "soak.json"
+RUN_SOAK = RUN_DIR / "soak.json"
 COLUMNS = (
     ("scenario", "Scenario"),
     ("load", "Load"),
@@ -46,7 +53,7 @@ XComs and logs through Airflow's REST API v2, job counts and call counts from th
 Do not edit by hand; reproduce with
 
 ```
-make e2e              # = .venv/bin/pytest -m e2e tests/e2e  (writes build/reliability/reliability.json and .md)
+make e2e              # = .venv/bin/pytest -m "e2e and not soak" tests/e2e  (writes build/reliability/reliability.json and .md)
 make reliability-doc  # publishes that run: docs/reliability.json and this file
 ```
 
@@ -123,8 +130,15 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def render(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The markdown document for ``rows`` (sorted by their ``order``)."""
+def load_soak(path: Path = SOAK) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def render(rows: Sequence[Mapping[str, Any]], soak: Mapping[str, Any] | None = None) -> str:
+    """The markdown document for ``rows`` (sorted by their ``order``), and the soak's section if any."""
     ordered = sorted(rows, key=lambda r: (r.get("order", 99), r["id"]))
     airflow = next((r.get("airflow_version") for r in ordered if r.get("airflow_version")), "3.x")
     database = next((r.get("metadata_db") for r in ordered if r.get("metadata_db")), "?")
@@ -140,6 +154,10 @@ def render(rows: Sequence[Mapping[str, Any]]) -> str:
         f"Recorded {', '.join(recorded) or 'never'}; scenarios' wall time {total:.0f} s in total "
         "(plus ~30 s to start the deployment)."
     )
+    if soak is not None:
+        from harness.soak import render_markdown
+
+        lines += ["", render_markdown(soak).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -148,13 +166,19 @@ def write(
     base_path: Path = ROWS,
     rows_path: Path = RUN_ROWS,
     table_path: Path = RUN_TABLE,
+    soak: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Merge ``new_rows`` into the rows of ``base_path``; write them and their table; returns all rows."""
+    """Merge ``new_rows`` into the rows of ``base_path``; write them and their table; returns all rows.
+
+    ``soak``: the soak report to render after the table (default: the run's, else the published one).
+    """
     rows = merge(load_rows(base_path), new_rows)
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     rows_path.write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
     table_path.parent.mkdir(parents=True, exist_ok=True)
-    table_path.write_text(render(rows))
+    if soak is None:
+        soak = load_soak(RUN_SOAK) or load_soak(SOAK)
+    table_path.write_text(render(rows, soak))
     return rows
 
 
@@ -167,11 +191,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     source = ROWS if args.render else RUN_ROWS
+    if not args.render and not RUN_ROWS.exists() and RUN_SOAK.exists():
+        source = ROWS  # only a soak ran: publish it with the published table
     rows = load_rows(source)
     if not rows:
         print(f"no rows in {source}; run the e2e suite first (make e2e)", file=sys.stderr)
         return 1
-    write([], base_path=source, rows_path=ROWS, table_path=TABLE)
+    soak = load_soak(SOAK) if args.render else (load_soak(RUN_SOAK) or load_soak(SOAK))
+    if not args.render and RUN_SOAK.exists() and soak is not None:
+        SOAK.write_text(json.dumps(soak, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {SOAK.relative_to(ROOT)} from {RUN_SOAK.relative_to(ROOT)}")
+    write([], base_path=source, rows_path=ROWS, table_path=TABLE, soak=soak)
     print(
         f"wrote {TABLE.relative_to(ROOT)} and {ROWS.relative_to(ROOT)} from {source.relative_to(ROOT)} ({len(rows)} rows)"
     )
