@@ -69,8 +69,8 @@ def get_provider_info() -> dict[str, Any]:
                         ),
                         "version_added": None,
                         "type": "float",
-                        "example": "10",
-                        "default": "10",
+                        "example": "15",
+                        "default": "15",
                     }
                 },
             }

@@ -239,6 +239,9 @@ class DeploymentConfig:
                 "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
                 "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
                 "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+                # Dozens of task processes on 2 cores keep the api-server busy: a task's call to the
+                # execution API may take longer than the default 5 s, and then the task fails for it.
+                "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
                 "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
                 "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
                 "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),

@@ -109,7 +109,7 @@ class SageMakerPreferenceBaseOperator(
     :param min_defer_seconds: the trigger reports nothing sooner than this after the task deferred, so
         a job that leaves Pending at once cannot race Airflow's scheduler (apache/airflow#72716, which
         fails such a task). Adds at most this much to a wait that ends right away; 0 turns it off.
-        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 10.
+        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
     :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogsMixin`).
     :param max_log_lines: the most job lines written (the last ones); the task log says what was cut.
     :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).

@@ -43,7 +43,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
     :param poll_interval: seconds between checks when deferred (``poke_interval`` when poking).
     :param min_defer_seconds: the trigger reports nothing sooner than this after the sensor deferred
         (see the operators' parameter of the same name, apache/airflow#72716); 0 turns it off.
-        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 10.
+        Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
     """
 
     template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name", "verify")

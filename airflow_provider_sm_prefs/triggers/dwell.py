@@ -15,7 +15,7 @@ from typing import Any
 from airflow_provider_sm_prefs.status import as_datetime
 
 #: Default of ``min_defer_seconds`` (Airflow config ``[sm_prefs] min_defer_seconds`` overrides it).
-DEFAULT_MIN_DEFER_SECONDS = 10.0
+DEFAULT_MIN_DEFER_SECONDS = 15.0
 
 
 def min_defer_seconds(given: float | None) -> float:

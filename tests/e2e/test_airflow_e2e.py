@@ -566,7 +566,7 @@ def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow
 
     Airflow 3.3's scheduler then may process the executor's "success" of the defer exit after the task
     was already re-queued or running, and fail it ("state mismatch", apache/airflow#72716): 0 to 20 of
-    30 tasks on this machine. The trigger holds such an event until ``min_defer_seconds`` (default 10)
+    30 tasks on this machine. The trigger holds such an event until ``min_defer_seconds`` (default 15)
     after the deferral, so the scheduler has processed that exit first: every task succeeds. The test
     measures the hold (latency added) and how long the scheduler really took to process the exits.
     Should a task still fail that way, its job must not run on unattended (on_failure_callback).
@@ -644,7 +644,9 @@ def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow
         f"tasks failed: {sorted(failed)}; by the scheduler race: {sorted(raced)}; "
         f"their jobs: {[(names[i], jobs[names[i]]['status']) for i in sorted(failed)]}"
     )
-    assert len(held) == count, "every capacity wait ended within the hold: the scenario tests the race"
+    # On a busy machine the task's own look before deferring may already see the job InProgress (no
+    # capacity deferral); but some waits must have ended within the hold, or the scenario tested nothing.
+    assert held, "no trigger fired within min_defer_seconds of its deferral: the race was not exercised"
     assert left == [], f"SageMaker jobs left running with no task looking after them: {left}"
 
 
