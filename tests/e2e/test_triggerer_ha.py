@@ -46,7 +46,13 @@ E2E_TRIGGERERS = 2
 E2E_DAGS = ("e2e_fleet",)
 #: Hundreds of task processes on 2 cores keep the one api-server worker busy: a task's calls to the
 #: Execution API may take longer than Airflow's default 5 s (it retries 5 times, then fails the task).
-E2E_ENV = {"AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30"}
+#: And a scheduler starved of CPU for 30 s (the default threshold) declares its own job dead and resets
+#: its running tasks as orphans, which starts them again as a second try (seen with 200 tasks at a load
+#: average of 60); this scenario is about the triggerer, so the scheduler gets 120 s.
+E2E_ENV = {
+    "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "120",
+}
 #: Tasks waiting for capacity when one triggerer dies.
 TASKS = int(os.environ.get("SM_PREFS_E2E_HA_TASKS", "60"))
 #: Seconds for each stage (all deferred, taken over, all resumed, all done). A 2-core machine runs about
