@@ -7,7 +7,7 @@ RUN := $(UV) run --frozen --extra testing
 # importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
 SDK_VENV := build/sdk-venv
 
-.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e soak soak-short reliability-doc postgres browser clean
+.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -21,6 +21,7 @@ help:
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
+	@echo "make e2e-ha   - the triggerer HA scenario alone at full size: 200 tasks waiting, one of two triggerers killed"
 	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED, SOAK_BUDGET)"
 	@echo "make soak-short - the soak as a test: 2 nights x 10 mapped tasks under every fault kind"
 	@echo "make reliability-doc - publish the last e2e run's reliability table and soak report (build/reliability) into docs/"
@@ -51,6 +52,10 @@ browser:
 
 e2e: install postgres browser
 	$(RUN) pytest -m "e2e and not soak" tests/e2e
+
+# make e2e runs it with fewer tasks (SM_PREFS_E2E_HA_TASKS, default in the test module) to stay quick.
+e2e-ha: install postgres
+	SM_PREFS_E2E_HA_TASKS=200 $(RUN) pytest -m e2e tests/e2e/test_triggerer_ha.py
 
 # A week of nights under faults in one local deployment (harness/soak.py); writes build/reliability/soak.json
 # and soak.md, exits non-zero on a duplicate job, a job left running or a task failed for another reason

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Airflow components a deployment runs, in start order (the offline SageMaker starts before them).
+#: With ``triggerers=N`` the triggerer is N processes: ``triggerer``, ``triggerer-2`` ... (Airflow's HA mode).
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 DATABASES = ("auto", "postgres", "sqlite")
 #: Access key id and secret of the deployment's ``aws_default`` connection. The emulator accepts any
@@ -74,6 +75,11 @@ def connection_credentials(env: Mapping[str, str], conn_id: str) -> dict[str, st
     return {name: str(value) for name, value in found.items() if value}
 
 
+def triggerer_names(count: int) -> tuple[str, ...]:
+    """The process names of ``count`` triggerers: ``triggerer``, then ``triggerer-2``, ``triggerer-3`` ..."""
+    return ("triggerer", *(f"triggerer-{i}" for i in range(2, count + 1)))
+
+
 def _fernet_key() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
@@ -103,6 +109,10 @@ class DeploymentConfig:
         None (the default): no login, every request is an admin.
     :param teams: teams created in the metadata database before the components start (multi-team
         deployments: SimpleAuthManager refuses users of a team that does not exist).
+    :param triggerers: triggerer processes (Airflow's HA mode when more than 1): the first is named
+        ``triggerer``, the others ``triggerer-2``, ``triggerer-3`` ...; same command and environment, each
+        its own ``TriggererJob`` that takes unassigned triggers and those of a triggerer whose heartbeat
+        is older than ``[triggerer] triggerer_health_check_threshold`` (10 s here).
     """
 
     root: Path
@@ -118,8 +128,11 @@ class DeploymentConfig:
     startup_timeout: float = 240.0
     login: tuple[str, str] | None = None
     teams: tuple[str, ...] = ()
+    triggerers: int = 1
 
     def __post_init__(self) -> None:
+        if self.triggerers < 1:
+            raise ValueError(f"triggerers: at least 1, not {self.triggerers}")
         if self.database not in DATABASES:
             raise ValueError(f"database: {self.database!r} is not one of {', '.join(DATABASES)}")
         if self.login is not None:
@@ -132,6 +145,12 @@ class DeploymentConfig:
         self.dags_folders = [Path(p).resolve() for p in self.dags_folders or default_dags_folders()]
         self.api_port = self.api_port or free_port()
         self.extra_env = dict(self.extra_env)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The Airflow processes this deployment runs, in start order (:data:`COMPONENTS`, one name per
+        triggerer)."""
+        return (*(c for c in COMPONENTS if c != "triggerer"), *triggerer_names(self.triggerers))
 
     @property
     def home(self) -> Path:
@@ -267,7 +286,7 @@ class DeploymentConfig:
         }
 
     def command(self, component: str) -> list[str]:
-        """The command line of one of :data:`COMPONENTS`."""
+        """The command line of one of :attr:`components` (every triggerer runs the same one)."""
         airflow = venv_bin("airflow")
         if component == "api-server":
             return [
@@ -280,9 +299,9 @@ class DeploymentConfig:
                 "--workers",
                 "1",
             ]
-        if component in ("scheduler", "triggerer"):
+        if component in ("scheduler", *triggerer_names(self.triggerers)):
             # No log-serving sidecar: it binds 0.0.0.0, and the API server reads the local log files anyway.
-            return [airflow, component, "--skip-serve-logs"]
+            return [airflow, component.partition("-")[0], "--skip-serve-logs"]
         if component == "dag-processor":
             return [airflow, "dag-processor"]
         raise KeyError(component)

@@ -5,7 +5,8 @@
 Airflow process, migrates a metadata database (a private PostgreSQL server when one can be started,
 see :mod:`harness.postgres`, else SQLite) and starts ``api-server``, ``scheduler`` (LocalExecutor),
 ``dag-processor`` and ``triggerer`` as separate processes, each in its own session with its output in
-``AIRFLOW_HOME/logs/<component>.log``. By default the REST API v2 and the UI are open without a login
+``AIRFLOW_HOME/logs/<component>.log`` (with ``triggerers=2``, Airflow's triggerer HA mode, a second
+triggerer ``triggerer-2`` beside the first). By default the REST API v2 and the UI are open without a login
 (``simple_auth_manager_all_admins``), so this is for a developer's machine only; everything binds
 127.0.0.1. With ``login=("admin", "secret")`` the deployment requires that login instead (one Admin
 user of SimpleAuthManager): the REST client signs in with it (Bearer token), :meth:`LocalAirflow.token`
@@ -102,6 +103,7 @@ class LocalAirflow:
         startup_timeout: float = 240.0,
         login: tuple[str, str] | None = None,
         teams: Sequence[str] = (),
+        triggerers: int = 1,
     ) -> None:
         self.config = DeploymentConfig(
             root=Path(root),
@@ -117,6 +119,7 @@ class LocalAirflow:
             startup_timeout=startup_timeout,
             login=login,
             teams=tuple(teams),
+            triggerers=triggerers,
         )
         self.home = self.config.home
         self.log_dir = self.config.log_dir
@@ -137,6 +140,7 @@ class LocalAirflow:
         self.dag_run = self.rest.dag_run
         self.task_instances = self.rest.task_instances
         self.task_instance = self.rest.task_instance
+        self.jobs = self.rest.jobs
         self.ti_states = self.rest.ti_states
         self.set_task_state = self.rest.set_task_state
         self.clear_task = self.rest.clear_task
@@ -210,7 +214,8 @@ class LocalAirflow:
         self.stop()
 
     def start(self) -> LocalAirflow:
-        """Emulator, database, then the four Airflow components; returns once the API reports them healthy."""
+        """Emulator, database, then the Airflow components; returns once the API reports them healthy
+        (and, with several triggerers, every one of them alive)."""
         deadline = time.monotonic() + self.config.startup_timeout
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # Last line of defence when the caller forgets stop() or dies of an exception outside a with-block.
@@ -228,9 +233,9 @@ class LocalAirflow:
         )
         self.database.migrate(self._env, timeout=max(30.0, deadline - time.monotonic()))
         self.database.create_teams(self._env, self.config.teams)
-        for name in COMPONENTS:
+        for name in self.config.components:
             self.supervisor.start(name, self.config.command(name), self._env)
-        self.waits.wait_healthy(deadline - time.monotonic())
+        self.waits.wait_healthy(deadline - time.monotonic(), triggerers=self.config.triggerers)
         return self
 
     def stop(self) -> None:
@@ -294,6 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--schedules", action="store_true", help="let scheduled DAGs run (default: trigger runs yourself)"
     )
     up.add_argument(
+        "--triggerers",
+        type=int,
+        default=1,
+        help="triggerer processes (default 1; 2 or more: Airflow's triggerer HA mode)",
+    )
+    up.add_argument(
         "--login",
         metavar="USER[:PASSWORD]",
         default=None,
@@ -332,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             schedules=args.schedules,
             database=args.database,
             login=login,
+            triggerers=args.triggerers,
         ) as af:
             who = f"log in as {login[0]} / {login[1]}" if login else "no login: all users are admin"
             if args.seed_history:
@@ -343,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"metadata database:  {af.database_backend}")
             print(f"ready in {time.monotonic() - started:.0f}s; Ctrl-C stops everything", flush=True)
             while not stop:
-                for name in (*COMPONENTS, EMULATOR):
+                for name in (*af.config.components, EMULATOR):
                     if not af.is_alive(name):
                         print(f"{name} exited; see {af.process_log(name)}", file=sys.stderr)
                         return 1

@@ -137,6 +137,15 @@ class AirflowRestClient:
         result: dict[str, Any] = self.api("GET", "/api/v2/monitor/health")
         return result
 
+    def jobs(self, job_type: str, alive: bool | None = None) -> list[dict[str, Any]]:
+        """Airflow's jobs of ``job_type`` (``TriggererJob``, ``SchedulerJob`` ...), newest heartbeat first;
+        ``alive``: only those Airflow counts as alive (or dead), by their heartbeat."""
+        params: dict[str, Any] = {"job_type": job_type, "limit": 100}
+        if alive is not None:
+            params["is_alive"] = alive
+        jobs: list[dict[str, Any]] = self.api("GET", "/api/v2/jobs", params=params)["jobs"]
+        return jobs
+
     def dag_parsed(self, dag_id: str) -> bool:
         """Whether the DAG processor has serialized ``dag_id`` (its details answer)."""
         return self.http.get(f"/api/v2/dags/{dag_id}/details").status_code == 200

@@ -58,9 +58,16 @@ class Waits:
         self.check_processes = check_processes
 
     def wait_healthy(
-        self, timeout: float = 120.0, components: Iterable[str] = ("scheduler", "triggerer", "dag_processor")
+        self,
+        timeout: float = 120.0,
+        components: Iterable[str] = ("scheduler", "triggerer", "dag_processor"),
+        triggerers: int = 1,
     ) -> None:
-        """Until the API answers and reports the metadatabase and ``components`` healthy."""
+        """Until the API answers and reports the metadatabase and ``components`` healthy.
+
+        :param triggerers: with more than one, also until that many triggerer jobs are alive (the health
+            report's ``triggerer`` is healthy as soon as any one heartbeats).
+        """
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
@@ -72,7 +79,12 @@ class Waits:
             else:
                 wanted = ["metadatabase", *components]
                 if all((last.get(c) or {}).get("status") == "healthy" for c in wanted):
-                    return
+                    if triggerers <= 1:
+                        return
+                    alive = self.rest.jobs("TriggererJob", alive=True)
+                    if len(alive) >= triggerers:
+                        return
+                    last = {**last, "alive_triggerer_jobs": [job["id"] for job in alive]}
             time.sleep(0.5)
         raise DeploymentError(f"Airflow not healthy after {timeout:.0f}s: {last!r}; logs in {self.log_dir}")
 

@@ -53,7 +53,9 @@ with DAG(
         poll_interval=POLL,
         max_poll_interval=MAX_POLL,
         wait_for_completion=True,
-        max_active_tis_per_dagrun=64,
+        # Deferred tasks count towards this cap (not towards max_active_tasks): the triggerer HA
+        # scenario has 200 waiting at once.
+        max_active_tis_per_dagrun=256,
     ).expand(config=plan_jobs())
 
 

@@ -1,7 +1,7 @@
 """The e2e suite's deployment and its reliability ledger.
 
-One :class:`LocalAirflow` per test module (api-server, scheduler, dag-processor, triggerer and the
-offline SageMaker as separate processes). Every scenario records a row; at the end of the session the
+One :class:`LocalAirflow` per test module (api-server, scheduler, dag-processor, triggerer — or two —
+and the offline SageMaker as separate processes). Every scenario records a row; at the end of the session the
 rows, merged into the published ones, go to build/reliability/ (reliability.json and reliability.md);
 ``make reliability-doc`` publishes them into docs/. The session changes no tracked file.
 """
@@ -72,8 +72,9 @@ def airflow(
 
     A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for),
     ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``) and
-    ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in)
-    and ``E2E_TEAMS`` (teams created before the components start).
+    ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in),
+    ``E2E_TEAMS`` (teams created before the components start) and ``E2E_TRIGGERERS`` (triggerer
+    processes, default 1; 2 runs Airflow's triggerer HA mode: ``triggerer`` and ``triggerer-2``).
     """
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
@@ -89,6 +90,7 @@ def airflow(
         extra_env=getattr(request.module, "E2E_ENV", None),
         login=getattr(request.module, "E2E_LOGIN", None),
         teams=getattr(request.module, "E2E_TEAMS", ()),
+        triggerers=getattr(request.module, "E2E_TRIGGERERS", 1),
     )
     try:
         deployment.start()

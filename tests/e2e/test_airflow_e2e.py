@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 import urllib.parse
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -31,14 +30,17 @@ from e2e_support import (
     G5,
     G6,
     P4D,
-    Owner,
+    clock_scenario,
+    deferred_on,
     fault_summary,
-    operations_outside_policy,
+    finish,
+    job_tis,
     pending_from_timeline,
     processing_config,
     scenario,
     training_config,
     unattended_jobs,
+    unique,
     wait_for,
 )
 
@@ -71,83 +73,6 @@ E2E_ENV = {
     "AIRFLOW__OPENLINEAGE__NAMESPACE": "sm-prefs-e2e",
     "AIRFLOW__OPENLINEAGE__SELECTIVE_ENABLE": "True",
 }
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def job_tis(af: LocalAirflow, run_id: str, dag_id: str = "e2e_fleet") -> list[dict[str, Any]]:
-    return [ti for ti in af.task_instances(dag_id, run_id) if ti["task_id"] == "job"]
-
-
-def finish(
-    af: LocalAirflow,
-    ledger: Ledger,
-    owners: Mapping[str, Owner],
-    started: float,
-    **row: Any,
-) -> None:
-    """The checks every scenario ends with, then its row of the reliability table."""
-    left = unattended_jobs(af, owners)
-    outside = operations_outside_policy(af)
-    ledger.record(
-        jobs_created=len(af.sm.jobs()),
-        unattended=len(left),
-        seconds=time.monotonic() - started,
-        **row,
-    )
-    assert left == [], f"SageMaker jobs left running with no task looking after them: {left}"
-    assert outside == [], f"SageMaker calls not granted by docs/iam-policy.json: {outside}"
-
-
-# The emulated clock: the fleet scenarios run at time_scale 1 and the test moves the clock past each
-# phase once every task is deferred. A trigger that fires within a scheduler loop of its task's deferral
-# trips an Airflow 3.3.2 scheduler race (apache/airflow#72716, see test_trigger_firing_right_after_deferral)
-# that fails the task without running it (only the failure callback stops its job); the scenarios below
-# are about other faults, so they
-# never let a job change phase until the scheduler has seen every defer-exit (SETTLE seconds).
-SETTLE = 5.0
-
-
-def deferred_on(
-    af: LocalAirflow,
-    dag_id: str,
-    run_id: str,
-    task_id: str,
-    count: int,
-    previous: set[tuple[int, str]] | frozenset[tuple[int, str]] = frozenset(),
-    timeout: float = 240.0,
-) -> set[tuple[int, str]]:
-    """Until ``count`` instances of ``task_id`` are deferred on triggers not in ``previous``, then SETTLE.
-
-    Returns their triggers as ``(id, created_date)``: a task that resumes and defers again gets a new
-    trigger, and SQLite may hand the new row the id of the deleted one.
-    """
-
-    def check() -> set[tuple[int, str]] | None:
-        tis = [ti for ti in af.task_instances(dag_id, run_id) if ti["task_id"] == task_id]
-        if len(tis) != count or any(ti["state"] != "deferred" or not ti["trigger"] for ti in tis):
-            return None
-        triggers = {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in tis}
-        return triggers if not triggers & set(previous) else None
-
-    triggers: set[tuple[int, str]] = wait_for(
-        check, timeout, f"{count} × {dag_id}.{task_id} deferred on new triggers", every=1.0
-    )
-    time.sleep(SETTLE)
-    return triggers
-
-
-def clock_scenario(name: str, **overrides: Any) -> dict[str, Any]:
-    """Real-time emulated clock with long phases: nothing happens until the test advances the clock."""
-    settings: dict[str, Any] = {
-        "time_scale": 1,
-        "job_runtime_seconds": 3600,
-        "phase_seconds": {"starting": 60, "downloading": 30, "uploading": 30, "stopping": 10},
-    }
-    settings.update(overrides)
-    return scenario(name, **settings)
 
 
 # -- 1. the nightly example: first choice scarce, fall back, downstream reads the outcome -------------------
