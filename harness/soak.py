@@ -60,6 +60,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from airflow_provider_sm_prefs.testing.jobs import training_config
 from harness.config import COMPONENTS, default_dags_folders
 from harness.deployment import LocalAirflow, local_airflow
 from harness.emulator import EMULATOR
@@ -185,20 +186,6 @@ def night_scenario(plan: NightPlan, fleet: int) -> tuple[dict[str, Any], int]:
         "capacity": capacity,
     }
     return scenario, pending
-
-
-def training_config() -> dict[str, Any]:
-    return {
-        "TrainingJobName": "x",
-        "AlgorithmSpecification": {
-            "TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
-            "TrainingInputMode": "File",
-        },
-        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
-        "OutputDataConfig": {"S3OutputPath": "s3://models/out"},
-        "ResourceConfig": {"VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
-    }
 
 
 # -- memory ------------------------------------------------------------------------------------------------
@@ -385,7 +372,7 @@ class Soak:
         logical = self.base_date + timedelta(days=plan.index - 1)
         run_id = f"soak-{self.seed}-night{plan.index}"
         fleet_conf = {
-            "config": training_config(),
+            "config": training_config("x", max_runtime_seconds=86400),
             "prefs": [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}],
             "max_pending": max_pending,
             "count": self.fleet,
