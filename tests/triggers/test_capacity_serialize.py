@@ -26,6 +26,8 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         "verify": "/etc/ssl/ca.pem",
         "botocore_config": {"retries": {"mode": "standard", "max_attempts": 10}},
         "escalate_after_seconds": 3600.0,
+        "deferred_at": "2026-11-29T19:30:05.250000+00:00",
+        "min_defer_seconds": 15.0,
     }
     params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self"}
     assert set(kwargs) == params, "test must cover every constructor argument"
