@@ -237,3 +237,33 @@ def clock_scenario(name: str, **overrides: Any) -> dict[str, Any]:
     }
     settings.update(overrides)
     return scenario(name, **settings)
+
+
+def fleet_waiting_for_capacity(
+    af: LocalAirflow, scenario_name: str, prefix: str, count: int, opens_at: float, free: int
+) -> tuple[str, list[str]]:
+    """``count`` mapped e2e_fleet tasks on [G6×1, G5×1], waiting up to a day: nothing is free until the
+    test moves the emulated clock past ``opens_at``, then ``free`` of each type. Returns the run id and
+    the job names, one per map index."""
+    af.sm.load_scenario(
+        clock_scenario(
+            scenario_name,
+            phase_seconds={"starting": 5, "downloading": 10, "uploading": 10, "stopping": 10},
+            capacity={
+                G6: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": free}],
+                G5: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": free}],
+            },
+        )
+    )
+    prefs = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
+    run_id = af.trigger_dag(
+        "e2e_fleet",
+        {
+            "config": training_config("x"),
+            "prefs": prefs,
+            "max_pending": 86400,
+            "count": count,
+            "name_prefix": prefix,
+        },
+    )
+    return run_id, [f"{prefix}-{i:03d}" for i in range(count)]

@@ -34,6 +34,7 @@ from e2e_support import (
     deferred_on,
     fault_summary,
     finish,
+    fleet_waiting_for_capacity,
     job_tis,
     pending_from_timeline,
     processing_config,
@@ -143,30 +144,8 @@ def test_triggerer_killed_while_20_tasks_wait_loses_no_job_and_no_pending_time(
 ) -> None:
     started = time.monotonic()
     count, opens_at = 20, 50_000
-    airflow.sm.load_scenario(
-        clock_scenario(
-            "triggerer-restart",
-            phase_seconds={"starting": 5, "downloading": 10, "uploading": 10, "stopping": 10},
-            # Nothing free until the test opens the window by moving the emulated clock.
-            capacity={
-                G6: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": 64}],
-                G5: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": 64}],
-            },
-        )
-    )
     prefix = unique("tk")
-    prefs = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
-    run_id = airflow.trigger_dag(
-        "e2e_fleet",
-        {
-            "config": training_config("x"),
-            "prefs": prefs,
-            "max_pending": 86400,
-            "count": count,
-            "name_prefix": prefix,
-        },
-    )
-    names = [f"{prefix}-{i:03d}" for i in range(count)]
+    run_id, names = fleet_waiting_for_capacity(airflow, "triggerer-restart", prefix, count, opens_at, 64)
 
     def all_waiting() -> bool:
         jobs = {j["name"]: j for j in airflow.sm.jobs()}

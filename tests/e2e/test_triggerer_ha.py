@@ -25,14 +25,11 @@ from typing import Any
 import pytest
 from e2e_reliability import Ledger
 from e2e_support import (
-    G5,
-    G6,
-    clock_scenario,
     deferred_on,
     finish,
+    fleet_waiting_for_capacity,
     job_tis,
     pending_from_timeline,
-    training_config,
     unique,
     wait_for,
 )
@@ -88,30 +85,8 @@ def test_one_of_two_triggerers_killed_while_tasks_wait_the_other_takes_every_tri
 ) -> None:
     started = time.monotonic()
     count, opens_at = TASKS, 50_000
-    airflow.sm.load_scenario(
-        clock_scenario(
-            "triggerer-ha",
-            phase_seconds={"starting": 5, "downloading": 10, "uploading": 10, "stopping": 10},
-            # Nothing free until the test opens the window by moving the emulated clock; then room for all.
-            capacity={
-                G6: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": count}],
-                G5: [{"from": 0, "to": opens_at, "free": 0}, {"from": opens_at, "free": count}],
-            },
-        )
-    )
     prefix = unique("ha")
-    prefs = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
-    run_id = airflow.trigger_dag(
-        "e2e_fleet",
-        {
-            "config": training_config("x"),
-            "prefs": prefs,
-            "max_pending": 86400,
-            "count": count,
-            "name_prefix": prefix,
-        },
-    )
-    names = [f"{prefix}-{i:03d}" for i in range(count)]
+    run_id, names = fleet_waiting_for_capacity(airflow, "triggerer-ha", prefix, count, opens_at, count)
 
     def alive_triggerers() -> set[int]:
         return {job["id"] for job in airflow.jobs("TriggererJob", alive=True)}
