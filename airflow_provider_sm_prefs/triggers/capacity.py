@@ -456,12 +456,55 @@ class SageMakerCapacityTrigger(BaseTrigger):
             )
 
     async def on_kill(self) -> None:
-        """The deferred task was marked failed/success or cleared: stop the job so nothing runs unattended."""
+        """The deferred task was marked failed/success or cleared: stop the job so nothing runs unattended.
+
+        Airflow 3.3 also calls ``on_kill`` on a live triggerer whose trigger was handed to another
+        triggerer because its heartbeat lapsed (apache/airflow#73454): the task is still deferred and
+        the new owner goes on watching the job. The task's state tells the two apart; when it cannot be
+        read, the job is stopped (the documented meaning of ``on_kill``).
+        """
         if not self.stop_job_on_kill:
+            return
+        if await task_state_of(self) == DEFERRED:
+            self.log.info(
+                "Trigger of %s cancelled while its task is still deferred: another triggerer took it over; "
+                "the job keeps running",
+                self.job_name,
+            )
             return
         hook = self.hook
         async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]
             await hook.stop_job_async(client, self.kind, self.job_name)
+
+
+DEFERRED = "deferred"
+
+
+async def task_state_of(trigger: BaseTrigger) -> str | None:
+    """The current state of the task instance ``trigger`` runs for, read through the triggerer's API.
+
+    None when the trigger has no task instance or the state cannot be read (logged).
+    """
+    ti = getattr(trigger, "task_instance", None)
+    if ti is None:
+        return None
+    try:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+        from asgiref.sync import sync_to_async
+
+        map_index = getattr(ti, "map_index", -1)
+        states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+            dag_id=ti.dag_id,
+            task_ids=[ti.task_id],
+            run_ids=[ti.run_id],
+            map_index=map_index,
+        )
+    except Exception as err:  # an unreadable state must not keep on_kill from stopping the job
+        trigger.log.warning("Could not read the state of %s: %s", ti, type(err).__name__)
+        return None
+    key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
+    state = (states.get(ti.run_id) or {}).get(key)
+    return None if state is None else str(getattr(state, "value", state))
 
 
 def utcnow() -> datetime:

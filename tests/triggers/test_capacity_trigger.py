@@ -143,6 +143,58 @@ def test_on_kill_stops_the_job(sm: Any) -> None:
     assert sm.job("killed")["status"] in ("Stopping", "Stopped")
 
 
+def _with_task(t: SageMakerCapacityTrigger, map_index: int = -1) -> SageMakerCapacityTrigger:
+    """The task instance the triggerer sets on a trigger it runs (the fields on_kill reads)."""
+    from types import SimpleNamespace
+
+    t.task_instance = SimpleNamespace(  # type: ignore[assignment]
+        dag_id="nightly", task_id="train", run_id="scheduled__1", map_index=map_index, try_number=1
+    )
+    return t
+
+
+@pytest.mark.parametrize(
+    ("map_index", "state", "stopped"),
+    [
+        (-1, "deferred", False),  # the trigger moved to another triggerer (apache/airflow#73454)
+        (3, "deferred", False),
+        (-1, "failed", True),  # marked failed
+        (-1, "success", True),  # marked success
+        (7, None, True),  # cleared
+    ],
+)
+def test_on_kill_stops_the_job_unless_its_task_is_still_deferred(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, map_index: int, state: str | None, stopped: bool
+) -> None:
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    asked: list[dict[str, Any]] = []
+
+    def get_task_states(**criteria: Any) -> dict[str, Any]:
+        # The triggerer answers this over its supervisor channel; here the answer is given.
+        asked.append(criteria)
+        key = "train" if map_index < 0 else f"train_{map_index}"
+        return {"scheduled__1": {key: state, "other": "deferred"}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(get_task_states))
+    sm.load_scenario(staggered(1, step=100000))
+    name = f"moved-{map_index}-{state}"
+    submit(sm, name)
+    asyncio.run(_with_task(trigger(name), map_index).on_kill())
+    assert asked == [
+        dict(dag_id="nightly", task_ids=["train"], run_ids=["scheduled__1"], map_index=map_index)
+    ]
+    assert (sm.job(name)["status"] in ("Stopping", "Stopped")) is stopped, sm.job(name)["status"]
+
+
+def test_on_kill_stops_the_job_when_the_task_state_cannot_be_read(sm: Any) -> None:
+    # Outside a triggerer there is no supervisor channel: the state read fails, the job is stopped.
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "unreadable")
+    asyncio.run(_with_task(trigger("unreadable")).on_kill())
+    assert sm.job("unreadable")["status"] in ("Stopping", "Stopped")
+
+
 def test_wait_for_completion_reports_the_final_status(sm: Any) -> None:
     submit(sm, "to-the-end")
     event = asyncio.run(first_event(trigger("to-the-end", wait_for="completion")))
