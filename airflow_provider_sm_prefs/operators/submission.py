@@ -4,22 +4,25 @@ The name goes into the task's state store *before* ``Create*``. A retry then rea
 still runs, returns a completed job's outcome, goes on with an escalation between stages, and only
 submits a new job (``-r2``, ``-r3``...) when the previous one failed or stopped. A *clear* is not a
 retry: the cleared task runs a new job whatever became of the previous one, stopping it first if it
-still runs (``stop_job_on_kill``).
+still runs (``stop_job_on_kill``). A try past the task's retries (``try_number > max_tries + 1``: a
+scheduler reset the task after losing its process) is neither: it reattaches or returns like a retry,
+but never submits a new job; it ends as the lost try would have.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.exceptions import JobStoppedError
 from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe
+from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe, terminal_error
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.status import JobStatus, job_status
 
@@ -28,6 +31,22 @@ def max_tries_of(context: Context) -> int | None:
     """The task instance's ``max_tries``: Airflow raises it when the task is cleared, never on a retry."""
     value = getattr(context.get("ti"), "max_tries", None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def try_number_of(context: Context) -> int | None:
+    value = getattr(context.get("ti"), "try_number", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def beyond_retries(context: Context) -> bool:
+    """Whether this try is one the task's retries do not account for: ``try_number > max_tries + 1``.
+
+    Retries stop at ``max_tries + 1`` and a clear raises ``max_tries``; only a scheduler that resets an
+    orphaned task (its process was lost with a scheduler, or a starved scheduler took its own job for
+    dead: ``adopt_or_reset_orphaned_tasks``) starts a try past it. That try resumes the lost one.
+    """
+    try_number, max_tries = try_number_of(context), max_tries_of(context)
+    return try_number is not None and max_tries is not None and try_number > max_tries + 1
 
 
 def cleared_since(state: Mapping[str, Any], max_tries: int | None) -> bool:
@@ -91,6 +110,8 @@ class SubmitOnceMixin:
                             "Job %s was a stage of this task's escalation; going on to the next", previous
                         )
                         return previous, describe
+                    if beyond_retries(context):
+                        self._end_as_the_lost_try(context, previous, describe)
                 elif status is JobStatus.IN_PROGRESS:
                     self._stop_before_rerun(previous)
                 submission += 1
@@ -117,6 +138,27 @@ class SubmitOnceMixin:
                 },
             )
         return name, None
+
+    def _end_as_the_lost_try(self, context: Context, previous: str, describe: Mapping[str, Any]) -> NoReturn:
+        """A try past the task's retries resumes a lost one: it ends as that try would have, with no new job.
+
+        Submitting ``-rN`` here would be a second job the task's retries never allowed (the earlier try may
+        well have stopped its job at its capacity deadline and been about to fail).
+        """
+        ti = context.get("ti")
+        error = terminal_error(self.job_kind, describe) or JobStoppedError(
+            previous, job_status(self.job_kind, describe).value, "ended before this try started"
+        )
+        self.log.error(
+            "Try %s of this task goes past its retries (max_tries=%s): Airflow started it again after losing "
+            "the previous try's process (an orphaned task reset), not as a retry. Job %s of that try ended "
+            "%s; failing as that try would have, without submitting a new job",
+            getattr(ti, "try_number", "?"),
+            getattr(ti, "max_tries", "?"),
+            previous,
+            error.status,
+        )
+        raise error
 
     def _stop_before_rerun(self, previous: str) -> None:
         """A cleared task runs again: its job from before the clear stops first (``stop_job_on_kill``)."""

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.operators.submission import cleared_since
+from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError
+from airflow_provider_sm_prefs.operators.submission import beyond_retries, cleared_since
 from tests.operators.test_dag_runs import training_config
 
 
@@ -33,3 +35,89 @@ def test_a_retry_after_the_job_failed_submits_a_new_job(sm: Any, run_test_dag: A
     assert states["job"] == "failed"
     jobs = {j["name"]: j["status"] for j in sm.jobs()}
     assert jobs == {"nightly": "Failed", "nightly-r2": "Failed"}
+
+
+class _Store:
+    """The task state store's get/set, as a task sees it (the one Airflow gives survives tries)."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.values = {STATE_KEY: value}
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def _try(try_number: int, max_tries: int, recorded_max_tries: int) -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    record = {"job_name": "nightly", "submission": 1, "kind": "training", "max_tries": recorded_max_tries}
+    return {
+        "ti": SimpleNamespace(try_number=try_number, max_tries=max_tries),
+        "task_state_store": _Store(record),
+    }
+
+
+def _operator() -> Any:
+    from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+
+    return SageMakerPreferenceTrainingOperator(
+        task_id="job", config=training_config(InstanceCount=1), instance_preferences=["ml.g5.48xlarge"]
+    )
+
+
+def _create_and_stop(sm: Any, pending_limit: int) -> None:
+    """Job ``nightly`` that never gets capacity; stopped at ``pending_limit`` as a capacity deadline does."""
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
+    request, _ = build_request(
+        "training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], pending_limit
+    )
+    client = sm.boto3_client("sagemaker")
+    client.create_training_job(**request)
+    sm.advance(pending_limit + 1)
+    client.stop_training_job(TrainingJobName="nightly")
+
+
+def test_beyond_retries_is_try_past_max_tries_plus_one() -> None:
+    from types import SimpleNamespace
+
+    def ctx(try_number: Any, max_tries: Any) -> Any:
+        return {"ti": SimpleNamespace(try_number=try_number, max_tries=max_tries)}
+
+    assert beyond_retries(ctx(2, 0))  # retries=0: a second try only comes from an orphan reset
+    assert not beyond_retries(ctx(2, 1))  # the retry it is allowed
+    assert not beyond_retries(ctx(1, 0))
+    assert not beyond_retries(ctx(None, 0)) and not beyond_retries({})
+
+
+def test_a_try_past_the_retries_fails_like_the_lost_try_and_submits_nothing(sm: Any) -> None:
+    # retries=0, and Airflow started try 2 after a scheduler reset the task whose try 1 had stopped its
+    # job at the capacity deadline: try 2 fails with that timeout instead of submitting nightly-r2.
+    _create_and_stop(sm, pending_limit=1800)
+    context = _try(try_number=2, max_tries=0, recorded_max_tries=0)
+    with pytest.raises(CapacityTimeoutError, match="nightly"):
+        _operator()._reattach_or_name(context, "nightly")
+    assert [j["name"] for j in sm.jobs()] == ["nightly"]
+    assert context["task_state_store"].values[STATE_KEY]["job_name"] == "nightly"
+
+
+def test_a_retry_within_the_retries_still_submits_the_next_job(sm: Any) -> None:
+    _create_and_stop(sm, pending_limit=1800)
+    context = _try(try_number=2, max_tries=1, recorded_max_tries=1)
+    name, describe = _operator()._reattach_or_name(context, "nightly")
+    assert (name, describe) == ("nightly-r2", None)
+    assert context["task_state_store"].values[STATE_KEY]["submission"] == 2
+
+
+def test_a_try_past_the_retries_reattaches_to_a_running_job(sm: Any) -> None:
+    from airflow_provider_sm_prefs.preferences import build_request
+
+    sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
+    request, _ = build_request("training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], 3600)
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    name, describe = _operator()._reattach_or_name(_try(2, 0, 0), "nightly")
+    assert name == "nightly" and describe is not None and describe["TrainingJobStatus"] == "InProgress"
