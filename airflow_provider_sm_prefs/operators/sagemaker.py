@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
+from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.hooks.sagemaker import (
@@ -49,6 +49,7 @@ from airflow_provider_sm_prefs.preferences import (
     to_seconds,
 )
 from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
+from airflow_provider_sm_prefs.task_state import GOES_ON, current_state, newer_try_recorded
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,
@@ -195,6 +196,7 @@ class SageMakerPreferenceBaseOperator(
         self.preflight = preflight
         self.prices = prices
         self._job_name: str | None = None
+        self._task_context: tuple[Any, Any] = (None, None)  # (ti, task_state_store) for on_kill
         self._record_preferences: list[dict[str, Any]] = []
         self._guardrails: dict[str, Any] | None = None
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
@@ -258,6 +260,7 @@ class SageMakerPreferenceBaseOperator(
         return self.job_kind.value
 
     def execute(self, context: Context) -> dict[str, Any] | None:
+        self._task_context = (context.get("ti"), context.get("task_state_store"))
         with self.recording_failures(context):
             return self._submit_and_wait(context)
 
@@ -448,6 +451,7 @@ class SageMakerPreferenceBaseOperator(
         self._record_preferences = list(preferences or [])
         # dag.test() resumes with the event alone: the report is also in the task's state store.
         self._guardrails = self._guardrails or guardrails or self._stored_guardrails(context)
+        self._task_context = (context.get("ti"), context.get("task_state_store"))
         with self.recording_failures(context):
             if self._staging is None:
                 self._staging = self._load_staging(context)
@@ -486,6 +490,7 @@ class SageMakerPreferenceBaseOperator(
         """Resume after the job ended."""
         self._record_preferences = list(preferences or [])
         self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
+        self._task_context = (context.get("ti"), context.get("task_state_store"))
         with self.recording_failures(context):
             if self._staging is None:
                 self._staging = self._load_staging(context)
@@ -496,9 +501,26 @@ class SageMakerPreferenceBaseOperator(
             return self.push_outcome(context, outcome, selection=False)
 
     def on_kill(self) -> None:
-        """Non-deferrable mode: the worker was told to stop; stop the SageMaker job with it."""
-        if self.stop_job_on_kill and self._job_name:
-            self.hook.stop_job(self.job_kind, self._job_name)
+        """The task process was told to stop: stop the SageMaker job with it, unless the task goes on.
+
+        A user's mark or clear ends the task; a scheduler's orphan reset or a retry does not: then the
+        next try reattaches to the job (see :mod:`airflow_provider_sm_prefs.task_state`).
+        """
+        if not (self.stop_job_on_kill and self._job_name):
+            return
+        ti, store = self._task_context
+        state = current_state(ti)
+        mine = getattr(ti, "try_number", None)
+        if state in GOES_ON or (state == "running" and newer_try_recorded(store, STATE_KEY, mine)):
+            self.log.warning(
+                "Try %s was killed while the task goes on (now %s): job %s is left to the try that follows, "
+                "which reattaches to it",
+                mine,
+                state,
+                self._job_name,
+            )
+            return
+        self.hook.stop_job(self.job_kind, self._job_name)
 
 
 class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):

@@ -87,6 +87,9 @@ class SubmitOnceMixin:
         if isinstance(state, Mapping) and state.get("job_name"):
             previous = str(state["job_name"])
             submission = int(str(state.get("submission") or 1))
+            if store is not None:
+                # This try owns the job from now on: a killed earlier try's on_kill leaves it alone.
+                store.set(STATE_KEY, {**state, "try_number": try_number_of(context)})
             cleared = cleared_since(state, max_tries)
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
@@ -97,21 +100,9 @@ class SubmitOnceMixin:
             else:
                 status = job_status(self.job_kind, describe)
                 if not cleared:
-                    if status is JobStatus.IN_PROGRESS:
-                        self.log.info(
-                            "Reattaching to job %s from an earlier try (still %s)", previous, status.value
-                        )
-                        return previous, describe
-                    if status is JobStatus.COMPLETED:
-                        return outcome_from_describe(self.job_kind, describe, None)
-                    # EscalationMixin's; a stub here would shadow it in the operators' MRO.
-                    if self._continues_escalation(state, describe):  # type: ignore[attr-defined]
-                        self.log.info(
-                            "Job %s was a stage of this task's escalation; going on to the next", previous
-                        )
-                        return previous, describe
-                    if beyond_retries(context):
-                        self._end_as_the_lost_try(context, previous, describe)
+                    resumed = self._resume_earlier_try(context, state, previous, describe, status)
+                    if resumed is not None:
+                        return resumed
                 elif status is JobStatus.IN_PROGRESS:
                     self._stop_before_rerun(previous)
                 submission += 1
@@ -135,9 +126,32 @@ class SubmitOnceMixin:
                     "submission": submission,
                     "kind": self.job_kind.value,
                     "max_tries": max_tries,
+                    "try_number": try_number_of(context),
                 },
             )
         return name, None
+
+    def _resume_earlier_try(
+        self,
+        context: Context,
+        state: Mapping[str, Any],
+        previous: str,
+        describe: dict[str, Any],
+        status: JobStatus,
+    ) -> CapacityOutcome | tuple[str, dict[str, Any]] | None:
+        """A retry's (or an orphan reset's) use of the earlier try's job; None: submit the next one."""
+        if status is JobStatus.IN_PROGRESS:
+            self.log.info("Reattaching to job %s from an earlier try (still %s)", previous, status.value)
+            return previous, describe
+        if status is JobStatus.COMPLETED:
+            return outcome_from_describe(self.job_kind, describe, None)
+        # EscalationMixin's; a stub here would shadow it in the operators' MRO.
+        if self._continues_escalation(state, describe):  # type: ignore[attr-defined]
+            self.log.info("Job %s was a stage of this task's escalation; going on to the next", previous)
+            return previous, describe
+        if beyond_retries(context):
+            self._end_as_the_lost_try(context, previous, describe)
+        return None
 
     def _end_as_the_lost_try(self, context: Context, previous: str, describe: Mapping[str, Any]) -> NoReturn:
         """A try past the task's retries resumes a lost one: it ends as that try would have, with no new job.

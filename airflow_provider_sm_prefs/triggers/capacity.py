@@ -28,6 +28,7 @@ from airflow_provider_sm_prefs.status import (
     phase_of,
     waiting_seconds,
 )
+from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
@@ -462,10 +463,20 @@ class SageMakerCapacityTrigger(BaseTrigger):
         triggerer because its heartbeat lapsed (apache/airflow#73454): the task is still deferred and
         the new owner goes on watching the job. The task's state tells the two apart; when it cannot be
         read, the job is stopped (the documented meaning of ``on_kill``).
+
+        The work is shielded: Airflow 3.3 repeats the cancellation on every sync of the triggerer's loop
+        until the trigger has finished, which would cancel an ``on_kill`` still reading the state or
+        stopping the job (silently: the triggerer swallows it).
         """
         if not self.stop_job_on_kill:
             return
-        if await task_state_of(self) == DEFERRED:
+        work = asyncio.ensure_future(self._stop_unless_moved())
+        _KILLS.add(work)
+        work.add_done_callback(_KILLS.discard)
+        await asyncio.shield(work)
+
+    async def _stop_unless_moved(self) -> None:
+        if await current_state_async(getattr(self, "task_instance", None)) == "deferred":
             self.log.info(
                 "Trigger of %s cancelled while its task is still deferred: another triggerer took it over; "
                 "the job keeps running",
@@ -475,36 +486,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
         hook = self.hook
         async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]
             await hook.stop_job_async(client, self.kind, self.job_name)
+        self.log.info("Stopped %s: its task was marked or cleared", self.job_name)
 
 
-DEFERRED = "deferred"
-
-
-async def task_state_of(trigger: BaseTrigger) -> str | None:
-    """The current state of the task instance ``trigger`` runs for, read through the triggerer's API.
-
-    None when the trigger has no task instance or the state cannot be read (logged).
-    """
-    ti = getattr(trigger, "task_instance", None)
-    if ti is None:
-        return None
-    try:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-        from asgiref.sync import sync_to_async
-
-        map_index = getattr(ti, "map_index", -1)
-        states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-            dag_id=ti.dag_id,
-            task_ids=[ti.task_id],
-            run_ids=[ti.run_id],
-            map_index=map_index,
-        )
-    except Exception as err:  # an unreadable state must not keep on_kill from stopping the job
-        trigger.log.warning("Could not read the state of %s: %s", ti, type(err).__name__)
-        return None
-    key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
-    state = (states.get(ti.run_id) or {}).get(key)
-    return None if state is None else str(getattr(state, "value", state))
+#: on_kill work in flight, referenced until done (a shielded task outlives its cancelled awaiter).
+_KILLS: set[asyncio.Future[None]] = set()
 
 
 def utcnow() -> datetime:

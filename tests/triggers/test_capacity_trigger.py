@@ -187,6 +187,37 @@ def test_on_kill_stops_the_job_unless_its_task_is_still_deferred(
     assert (sm.job(name)["status"] in ("Stopping", "Stopped")) is stopped, sm.job(name)["status"]
 
 
+def test_on_kill_cancelled_again_while_at_work_still_stops_the_job(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Airflow 3.3's triggerer cancels the trigger again on each sync until it has finished, which lands
+    # in the middle of on_kill when the state read or the Stop call takes a while.
+    import time
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    from airflow_provider_sm_prefs.triggers import capacity
+
+    def slow_states(**criteria: Any) -> dict[str, Any]:
+        time.sleep(0.5)
+        return {"scheduled__1": {"train": "failed"}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(slow_states))
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "recancelled")
+
+    async def main() -> None:
+        killing = asyncio.ensure_future(_with_task(trigger("recancelled")).on_kill())
+        await asyncio.sleep(0.1)
+        killing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await killing
+        await asyncio.gather(*capacity._KILLS)
+
+    asyncio.run(main())
+    assert sm.job("recancelled")["status"] in ("Stopping", "Stopped")
+
+
 def test_on_kill_stops_the_job_when_the_task_state_cannot_be_read(sm: Any) -> None:
     # Outside a triggerer there is no supervisor channel: the state read fails, the job is stopped.
     sm.load_scenario(staggered(1, step=100000))
