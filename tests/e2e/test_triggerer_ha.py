@@ -79,6 +79,111 @@ def lists(stats: dict[str, Any]) -> int:
     return int(stats["operations"].get("ListTrainingJobs", 0))
 
 
+#: Tasks waiting while one triggerer stalls (a smaller fleet: what matters is that the stalled one held some).
+STALL_TASKS = min(TASKS, 20)
+
+
+@pytest.mark.timeout(600 + 4 * STAGE_TIMEOUT)
+def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirflow, ledger: Ledger) -> None:
+    """A live triggerer whose heartbeat lapses loses its triggers to the other; when it wakes up, Airflow
+    3.3 cancels them on it *with* ``on_kill`` (apache/airflow#73454). The trigger reads its task's state
+    first: still deferred means the trigger moved, so the job keeps running and the task ends once."""
+    started = time.monotonic()
+    count, opens_at = STALL_TASKS, 50_000
+    prefix = unique("stall")
+    run_id, names = fleet_waiting_for_capacity(airflow, "triggerer-stall", prefix, count, opens_at, count)
+    stalled_name = KILLED
+
+    def all_waiting() -> list[dict[str, Any]] | None:
+        tis = job_tis(airflow, run_id)
+        jobs = {j["name"]: j for j in airflow.sm.jobs()}
+        ready = (
+            len(tis) == count
+            and all(ti["state"] == "deferred" and (ti["trigger"] or {}).get("triggerer_id") for ti in tis)
+            and all(jobs.get(n, {}).get("secondary_status") == "Pending" for n in names)
+        )
+        return tis if ready else None
+
+    tis = wait_for(all_waiting, STAGE_TIMEOUT, f"{count} tasks deferred with their jobs Pending", every=2.0)
+    capacity_triggers = {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in tis}
+    spread = Counter(ti["trigger"]["triggerer_id"] for ti in tis)
+    assert len(spread) == 2, f"the triggers did not spread over both triggerers: {dict(spread)}"
+    alive_before = {job["id"] for job in airflow.jobs("TriggererJob", alive=True)}
+
+    # SIGSTOP: the process lives but neither heartbeats nor runs its triggers, as under a long GC pause
+    # or a starved VM. The other triggerer takes its triggers once its heartbeat is 10 s old.
+    paused = airflow.kill_process(stalled_name, signal.SIGSTOP)
+    stalled_at = time.monotonic()
+    try:
+        survivor: int = wait_for(
+            lambda: (
+                len(alive := {j["id"] for j in airflow.jobs("TriggererJob", alive=True)}) == 1 and alive.pop()
+            ),
+            60,
+            "the stalled triggerer to stop counting as alive",
+            every=1.0,
+        )
+        [stalled] = alive_before - {survivor}
+        moved = spread[stalled]
+
+        def on_survivor() -> bool:
+            tis = job_tis(airflow, run_id)
+            return {ti["state"] for ti in tis} == {"deferred"} and {
+                (ti["trigger"] or {}).get("triggerer_id") for ti in tis
+            } == {survivor}
+
+        wait_for(on_survivor, STAGE_TIMEOUT, "the other triggerer to take every trigger", every=1.0)
+    finally:
+        airflow.kill_process(stalled_name, signal.SIGCONT)
+    taken_over = time.monotonic() - stalled_at
+
+    # Awake again, the stalled triggerer finds its triggers assigned elsewhere and cancels each one the way
+    # a user's clear or mark would be: the log of every trigger it held says so.
+    def cancelled_there(map_index: int) -> bool:
+        log = trigger_log(airflow, run_id, map_index, stalled)
+        return log.exists() and "another triggerer took it over" in log.read_text(errors="replace")
+
+    held = sorted(ti["map_index"] for ti in tis if ti["trigger"]["triggerer_id"] == stalled)
+    wait_for(lambda: all(cancelled_there(i) for i in held), STAGE_TIMEOUT, "the woken triggerer's on_kill")
+    assert airflow.sm.stats()["operations"].get("StopTrainingJob", 0) == 0, "on_kill stopped a job"
+    assert {j["status"] for j in airflow.sm.jobs() if j["name"] in names} == {"InProgress"}
+    assert {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in job_tis(airflow, run_id)} == (
+        capacity_triggers
+    ), "a task left its trigger"
+
+    airflow.sm.advance(opens_at - airflow.sm.clock()["elapsed"] + 1)
+    deferred_on(airflow, "e2e_fleet", run_id, "job", count, previous=capacity_triggers, timeout=STAGE_TIMEOUT)
+    airflow.sm.advance(10 + 3600 + 10 + 1)
+    state = airflow.wait_for_run("e2e_fleet", run_id, timeout=STAGE_TIMEOUT)
+    assert state == "success", airflow.ti_states("e2e_fleet", run_id)
+    tis = job_tis(airflow, run_id)
+    assert {(ti["state"], ti["try_number"]) for ti in tis} == {("success", 1)}, "a task ran more than once"
+    jobs = {j["name"]: j for j in airflow.sm.jobs() if j["name"].startswith(prefix)}
+    assert sorted(jobs) == names and {j["status"] for j in jobs.values()} == {"Completed"}
+    assert airflow.sm.stats()["operations"].get("StopTrainingJob", 0) == 0
+    wait_for(
+        lambda: len(airflow.jobs("TriggererJob", alive=True)) == 2, 60, "the woken triggerer alive again"
+    )
+    print(
+        f"\ntriggerer stall: {count} tasks, {moved} on the stalled triggerer ({len(paused)} processes "
+        f"SIGSTOPped), taken over after {taken_over:.0f} s, cancelled there with on_kill, no job stopped"
+    )
+    finish(
+        airflow,
+        ledger,
+        {n: ("e2e_fleet", run_id, "job", i) for i, n in enumerate(names)},
+        started,
+        id="triggerer-stall",
+        order=18,
+        scenario="Two triggerers; one stalls (SIGSTOP) past the health threshold while every task waits, its "
+        "triggers move to the other, then it wakes up (SIGCONT) and Airflow cancels them there with on_kill",
+        load=f"{count} mapped tasks deferred ({moved} on the stalled triggerer), {count} jobs Pending",
+        faults=f"triggerer SIGSTOP for {taken_over:.0f} s, then SIGCONT",
+        outcome=f"{count}/{count} succeeded on their first try; on_kill on the woken triggerer stopped no job "
+        "(the task was still deferred); 1 job per task",
+    )
+
+
 @pytest.mark.timeout(600 + 5 * STAGE_TIMEOUT)
 def test_one_of_two_triggerers_killed_while_tasks_wait_the_other_takes_every_trigger(
     airflow: LocalAirflow, ledger: Ledger
