@@ -293,47 +293,96 @@ class SageMakerApi:
         key: str,
         extra: Callable[[Job], bool] | None,
     ) -> dict[str, Any]:
-        jobs = self.engine.jobs(kind)
-        contains = params.get("NameContains")
-        if contains:
-            # Guess: AWS does not say whether NameContains is case-sensitive; the console search is not.
-            needle = str(contains).lower()
-            jobs = [j for j in jobs if needle in j.name.lower()]
-        status = params.get("StatusEquals")
-        if status:
-            jobs = [j for j in jobs if j.status.value == status]
-        for param, attr, after in (
-            ("CreationTimeAfter", "created_at", True),
-            ("CreationTimeBefore", "created_at", False),
-            ("LastModifiedTimeAfter", "last_modified", True),
-            ("LastModifiedTimeBefore", "last_modified", False),
-        ):
-            bound = params.get(param)
-            if bound is None:
-                continue
-            limit = _epoch(bound, param)
-            jobs = [j for j in jobs if (getattr(j, attr) > limit if after else getattr(j, attr) < limit)]
-        if extra is not None:
-            jobs = [j for j in jobs if extra(j)]
-        sort_by = params.get("SortBy") or "CreationTime"
-        descending = (params.get("SortOrder") or "Descending") == "Descending"
-        sort_key: Callable[[Job], Any]
-        if sort_by == "Name":
-            sort_key = lambda j: (j.name, j.seq)  # noqa: E731
-        elif sort_by == "Status":
-            sort_key = lambda j: (j.status.value, j.seq)  # noqa: E731
-        else:
-            sort_key = lambda j: (j.created_at, j.seq)  # noqa: E731
-        jobs.sort(key=sort_key, reverse=descending)
-        max_results = params.get("MaxResults") or DEFAULT_LIST_MAX_RESULTS
-        if not isinstance(max_results, int) or not 1 <= max_results <= 100:
-            raise ValidationError(f"MaxResults: must be between 1 and 100, got {max_results!r}")
+        """One page of ListTrainingJobs / ListProcessingJobs: the page is cut, then filtered.
+
+        ListTrainingJobs' API reference: "When StatusEquals and MaxResults are set at the same time, the
+        MaxResults number of training jobs are first retrieved ignoring the StatusEquals parameter and
+        then they are filtered by the StatusEquals parameter". So the page is cut first from the jobs
+        that meet the query conditions (:func:`_queried`), in sort order; the filters
+        (:func:`_page_filters`) then drop entries from it. A page holds 0..MaxResults summaries, and
+        NextToken is returned whenever jobs remain beyond the page, even when the filtered page is
+        empty. The token is the offset into the queried, sorted jobs.
+        """
+        max_results = _max_results(params)
         offset = page_offset(params.get("NextToken"))
-        page = jobs[offset : offset + max_results]
+        jobs = _queried(self.engine.jobs(kind), params)
+        filters = _page_filters(params) + ([extra] if extra is not None else [])
+        page = [j for j in jobs[offset : offset + max_results] if all(keep(j) for keep in filters)]
         out: dict[str, Any] = {key: [summary(j) for j in page]}
         if offset + max_results < len(jobs):
             out["NextToken"] = page_token(offset + max_results)
         return out
+
+
+def _max_results(params: Mapping[str, Any]) -> int:
+    # Neither API reference states a default; 10 is the one SageMaker's other List* calls document.
+    max_results = params.get("MaxResults")
+    if max_results is None:
+        return DEFAULT_LIST_MAX_RESULTS
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or not 1 <= max_results <= 100:
+        raise ValidationError(f"MaxResults: must be between 1 and 100, got {max_results!r}")
+    return max_results
+
+
+def _queried(jobs: list[Job], params: Mapping[str, Any]) -> list[Job]:
+    """The jobs a List* call pages through: the query conditions applied, in sort order.
+
+    Query conditions (before the page is cut): CreationTimeAfter/Before, LastModifiedTimeAfter/Before.
+    AWS does not say when it applies them; its note names StatusEquals alone as applied after the cut,
+    and the public reports of empty pages involve NameContains or StatusEquals, not the time filters.
+
+    Default sort: SortBy CreationTime, SortOrder Ascending, as both API references state ("The default
+    is CreationTime.", "The default is Ascending."). The StatusEquals note's example describes its page
+    as "sorted according to the creation time, from the most current to the oldest", but its other
+    parameters are elided ("{ ... MaxResults: 100, StatusEquals: InProgress ... }"); the parameter's own
+    documentation wins. Clients that need an order pass SortOrder.
+    """
+    for param, attr, after in (
+        ("CreationTimeAfter", "created_at", True),
+        ("CreationTimeBefore", "created_at", False),
+        ("LastModifiedTimeAfter", "last_modified", True),
+        ("LastModifiedTimeBefore", "last_modified", False),
+    ):
+        bound = params.get(param)
+        if bound is None:
+            continue
+        limit = _epoch(bound, param)
+        jobs = [j for j in jobs if (getattr(j, attr) > limit if after else getattr(j, attr) < limit)]
+    sort_by = params.get("SortBy") or "CreationTime"
+    sort_key: Callable[[Job], Any]
+    if sort_by == "Name":
+        sort_key = lambda j: (j.name, j.seq)  # noqa: E731
+    elif sort_by == "Status":
+        sort_key = lambda j: (j.status.value, j.seq)  # noqa: E731
+    else:
+        sort_key = lambda j: (j.created_at, j.seq)  # noqa: E731
+    return sorted(jobs, key=sort_key, reverse=params.get("SortOrder") == "Descending")
+
+
+def _page_filters(params: Mapping[str, Any]) -> list[Callable[[Job], bool]]:
+    """The filters applied to a page after it is cut.
+
+    - StatusEquals: documented so for ListTrainingJobs. ListProcessingJobs' reference says nothing
+      about the order; it is treated the same, because a client that pages through the stricter order
+      correctly (following NextToken until there is none) also pages through the kinder one correctly,
+      and not the other way round.
+    - NameContains: AWS documents nothing either way, but users report empty pages with a NextToken
+      from ListTrainingJobs called with NameContains and MaxResults only, the matching jobs turning up
+      on later pages (boto/boto3#2838; also #3347), and the service team acknowledged the same for
+      ListModels (aws/aws-sdk#701).
+    - TrainingPlanArnEquals (passed by the caller): an attribute filter like StatusEquals, undocumented,
+      applied after the cut for the same reason.
+    """
+    filters: list[Callable[[Job], bool]] = []
+    contains = params.get("NameContains")
+    if contains:
+        # Guess: AWS does not say whether NameContains is case-sensitive; the console search is not.
+        needle = str(contains).lower()
+        filters.append(lambda j: needle in j.name.lower())
+    status = params.get("StatusEquals")
+    if status:
+        filters.append(lambda j: j.status.value == status)
+    return filters
 
 
 def _epoch(value: Any, field: str) -> float:

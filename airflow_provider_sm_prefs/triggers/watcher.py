@@ -2,17 +2,22 @@
 
 A triggerer may hold hundreds of capacity waits at once. Describing each job every 30 s costs one
 call per job per poll and runs into SageMaker's per-account rate limits; one paginated
-``ListTrainingJobs(StatusEquals=InProgress)`` call returns up to 100 jobs with their status and
-secondary status, which is all a waiter needs to know that something changed. Each trigger
-registers the job it waits for; the watcher wakes it when the job's summary shows it left
+``ListTrainingJobs(StatusEquals=InProgress)`` call covers 100 jobs and returns the InProgress ones with
+their status and secondary status, which is all a waiter needs to know that something changed. Each
+trigger registers the job it waits for; the watcher wakes it when the job's summary shows it left
 Starting/Pending, or when the job left the InProgress listing (it ended), and only then does that
 trigger Describe its job.
 
-Cadence: a pass costs one call per 100 listed jobs, so with many waiters it is cheap to look more
-often than each trigger's ``poll_interval``. The loop keeps its List calls at or below
-:data:`LIST_COST_SHARE` of what per-job polling at ``poll_interval`` would send, and passes at
-least every ``poll_interval`` and at most every ``poll_interval / 3``: a lone waiter is listed as
-often as it would have Described itself, a thousand are detected three times sooner.
+Pages: SageMaker cuts a page of ``MaxResults`` jobs first and filters it by ``StatusEquals`` afterwards
+(documented for ListTrainingJobs), so a page may hold anything from none to 100 InProgress jobs. Only a
+missing ``NextToken`` ends a pass; neither an empty nor a short page means anything.
+
+Cadence: a pass costs one call per 100 jobs created in its window (since the oldest waiter's job), of
+any status, so with many waiters it is cheap to look more often than each trigger's ``poll_interval``.
+The loop keeps its List calls at or below :data:`LIST_COST_SHARE` of what per-job polling at
+``poll_interval`` would send, and passes at least every ``poll_interval`` and at most every
+``poll_interval / 3``: a lone waiter is listed as often as it would have Described itself, a thousand
+are detected three times sooner.
 
 Nothing here is persisted: after a triggerer restart the triggers register again and the first
 pass re-reads the truth from SageMaker.
@@ -272,7 +277,11 @@ class JobListWatcher:
                 return  # everyone left: back to the idle check
 
     async def list_all(self, client: Any) -> tuple[dict[str, dict[str, Any]], int]:
-        """One pass: every InProgress job created since the oldest waiter's job (less 5 min), by name."""
+        """One pass: every InProgress job created since the oldest waiter's job (less 5 min), by name.
+
+        Follows ``NextToken`` until there is none: pages are filtered after they are cut, so an empty
+        or short page is no sign of the end. Returns the summaries and the number of pages.
+        """
         spec = self.kind.spec
         oldest = min(w.created for ws in self._waiters.values() for w in ws) - timedelta(minutes=5)
         kwargs: dict[str, Any] = {

@@ -360,7 +360,7 @@ def test_list_filters_sorts_and_paginates(
     client.create_training_job(**make_training("other", [{"InstanceType": P5}], count=1))
     first_page = client.list_training_jobs(NameContains="LIST")
     assert len(first_page["TrainingJobSummaries"]) == 10 and "NextToken" in first_page
-    assert first_page["TrainingJobSummaries"][0]["TrainingJobName"] == "list-11"  # newest first by default
+    assert first_page["TrainingJobSummaries"][0]["TrainingJobName"] == "list-00"  # oldest first by default
     names = [
         s["TrainingJobName"]
         for page in client.get_paginator("list_training_jobs").paginate(
@@ -373,9 +373,10 @@ def test_list_filters_sorts_and_paginates(
     recent = client.list_training_jobs(CreationTimeAfter=after, NameContains="list", MaxResults=100)
     assert len(recent["TrainingJobSummaries"]) == 6
     world.advance(60)
-    pending = client.list_training_jobs(StatusEquals="InProgress", NameContains="other")[
-        "TrainingJobSummaries"
-    ]
+    # Filters apply to the page after it is cut: "other", the newest job, is on the newest page.
+    pending = client.list_training_jobs(
+        StatusEquals="InProgress", NameContains="other", SortOrder="Descending"
+    )["TrainingJobSummaries"]
     assert pending[0]["SecondaryStatus"] == "Pending"
 
 
