@@ -51,7 +51,7 @@ browser:
 	.ci/chromium.sh
 
 e2e: install postgres browser
-	$(RUN) pytest -m "e2e and not soak" tests/e2e
+	$(RUN) pytest -m e2e tests/e2e
 
 # make e2e runs it with fewer tasks (SM_PREFS_E2E_HA_TASKS, default in the test module) to stay quick.
 e2e-ha: install postgres

@@ -46,8 +46,10 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -816,8 +818,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
+    # A failed soak keeps the deployment's directory (component and task logs) for a look afterwards.
+    root = args.root or Path(tempfile.mkdtemp(prefix="sm-prefs-soak-"))
     with local_airflow(
-        args.root,
+        root,
         dags_folders=default_dags_folders(),
         scenario="default",
         poll_interval=0.5,
@@ -838,6 +842,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     write_report(data)
     print(summary_line(data))
+    if args.root is None and data["ok"]:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"deployment directory kept: {root} (logs in {root / 'airflow_home' / 'logs'})")
     print(
         f"report: {RUN_JSON.relative_to(ROOT)} and {RUN_MD.relative_to(ROOT)} (make reliability-doc publishes it)"
     )
