@@ -39,6 +39,8 @@ QUOTA_TTL = 600.0
 #: The Price List API is served from these regions only; others ask us-east-1.
 PRICING_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1")
 PRICE_SERVICE_CODE = "AmazonSageMaker"
+#: GetProducts pages read for one instance type at most (100 products a page).
+PRICE_MAX_PAGES = 10
 #: Seconds a failed look-up (denied, unreachable) is remembered, so a DAG of many tasks does not pay
 #: for the same failure (timeouts included) in every task.
 FAILURE_TTL = 300.0
@@ -234,12 +236,20 @@ class PreflightLookups(_HookBase):
             {"Type": "TERM_MATCH", "Field": "instanceName", "Value": instance_type},
             {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
         ]
-        response = retry_sync(
-            lambda: client.get_products(ServiceCode=PRICE_SERVICE_CODE, Filters=filters, MaxResults=100),
-            f"GetProducts {instance_type}",
-            PREFLIGHT_RETRY,
-        )
-        price = usd_per_hour(response.get("PriceList") or [], _COMPONENT[kind])
+        products: list[Any] = []
+        params: dict[str, Any] = {"ServiceCode": PRICE_SERVICE_CODE, "Filters": filters, "MaxResults": 100}
+        for _ in range(PRICE_MAX_PAGES):
+            # Every SageMaker component of the instance (training, processing, hosting...) is a product:
+            # the one wanted may be on any page.
+            response = retry_sync(
+                lambda: client.get_products(**params), f"GetProducts {instance_type}", PREFLIGHT_RETRY
+            )
+            products.extend(response.get("PriceList") or [])
+            token = response.get("NextToken")
+            if not token:
+                break
+            params["NextToken"] = token
+        price = usd_per_hour(products, _COMPONENT[kind])
         _CACHE.put(key, price, PRICE_TTL)
         return price
 

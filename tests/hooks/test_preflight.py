@@ -128,3 +128,42 @@ def test_the_price_is_read_from_the_matching_component_of_aws_price_list_strings
     items = [product("Hosting", "9.0"), product("Training", "7.5")]
     assert usd_per_hour(items, "Training") == 7.5
     assert usd_per_hour(items, "Processing") is None
+
+
+def test_the_price_is_found_on_a_later_getproducts_page(sm: Any) -> None:
+    # AWS lists every SageMaker component of an instance type (hosting, notebooks, training...); the
+    # offline SageMaker has too few to fill a page, so the two pages are given to the real client.
+    from botocore.stub import Stubber
+
+    def product(component: str, usd: str) -> str:
+        dimension = {"unit": "Hrs", "pricePerUnit": {"USD": usd}}
+        return json.dumps(
+            {
+                "product": {"attributes": {"component": component}},
+                "terms": {"OnDemand": {"A.B": {"priceDimensions": {"A.B.C": dimension}}}},
+            }
+        )
+
+    clear_cache()
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-east-1")
+    client = hook._pricing_client("us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_products",
+            {"FormatVersion": "aws_v1", "PriceList": [product("Hosting", "9.0")] * 100, "NextToken": "p2"},
+        )
+        stub.add_response(
+            "get_products",
+            {"FormatVersion": "aws_v1", "PriceList": [product("Training", "7.5")]},
+            expected_params={
+                "ServiceCode": "AmazonSageMaker",
+                "Filters": [
+                    {"Type": "TERM_MATCH", "Field": "instanceName", "Value": G5},
+                    {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-east-1"},
+                ],
+                "MaxResults": 100,
+                "NextToken": "p2",
+            },
+        )
+        assert hook.hourly_price(JobKind.TRAINING, G5) == 7.5
+        stub.assert_no_pending_responses()
