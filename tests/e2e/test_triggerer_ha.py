@@ -75,6 +75,11 @@ def describes(stats: dict[str, Any], names: list[str]) -> dict[str, int]:
     return {n: stats["jobs"].get(n, {}).get("DescribeTrainingJob", 0) for n in names}
 
 
+def stops(stats: dict[str, Any], names: list[str]) -> int:
+    """StopTrainingJob calls on these jobs (another scenario's teardown may have stopped its own)."""
+    return sum(stats["jobs"].get(n, {}).get("StopTrainingJob", 0) for n in names)
+
+
 def lists(stats: dict[str, Any]) -> int:
     return int(stats["operations"].get("ListTrainingJobs", 0))
 
@@ -92,7 +97,6 @@ def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirf
     count, opens_at = STALL_TASKS, 50_000
     prefix = unique("stall")
     run_id, names = fleet_waiting_for_capacity(airflow, "triggerer-stall", prefix, count, opens_at, count)
-    stalled_name = KILLED
 
     def all_waiting() -> list[dict[str, Any]] | None:
         tis = job_tis(airflow, run_id)
@@ -107,24 +111,36 @@ def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirf
     tis = wait_for(all_waiting, STAGE_TIMEOUT, f"{count} tasks deferred with their jobs Pending", every=2.0)
     capacity_triggers = {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in tis}
     spread = Counter(ti["trigger"]["triggerer_id"] for ti in tis)
-    assert len(spread) == 2, f"the triggers did not spread over both triggerers: {dict(spread)}"
     alive_before = {job["id"] for job in airflow.jobs("TriggererJob", alive=True)}
+    assert len(alive_before) == 2, alive_before
+
+    def alive_alone() -> int | None:
+        alive = {j["id"] for j in airflow.jobs("TriggererJob", alive=True)}
+        return alive.pop() if len(alive) == 1 else None
 
     # SIGSTOP: the process lives but neither heartbeats nor runs its triggers, as under a long GC pause
-    # or a starved VM. The other triggerer takes its triggers once its heartbeat is 10 s old.
-    paused = airflow.kill_process(stalled_name, signal.SIGSTOP)
-    stalled_at = time.monotonic()
-    try:
-        survivor: int = wait_for(
-            lambda: (
-                len(alive := {j["id"] for j in airflow.jobs("TriggererJob", alive=True)}) == 1 and alive.pop()
-            ),
-            60,
-            "the stalled triggerer to stop counting as alive",
-            every=1.0,
-        )
+    # or a starved VM. The other triggerer takes its triggers once its heartbeat is 10 s old. Airflow may
+    # have given every trigger to one triggerer: the stalled one must be a holder, so a process found to
+    # hold none is woken again and the other one stalled instead.
+    for stalled_name in (KILLED, SURVIVOR):
+        paused = airflow.kill_process(stalled_name, signal.SIGSTOP)
+        stalled_at = time.monotonic()
+        try:
+            survivor: int = wait_for(
+                alive_alone, 60, "the stalled triggerer to stop counting as alive", every=1.0
+            )
+        except BaseException:
+            airflow.kill_process(stalled_name, signal.SIGCONT)
+            raise
         [stalled] = alive_before - {survivor}
-        moved = spread[stalled]
+        if spread[stalled]:
+            break
+        airflow.kill_process(stalled_name, signal.SIGCONT)
+        wait_for(
+            lambda: len(airflow.jobs("TriggererJob", alive=True)) == 2, 60, f"{stalled_name} alive again"
+        )
+    moved = spread[stalled]
+    try:
 
         def on_survivor() -> bool:
             tis = job_tis(airflow, run_id)
@@ -145,7 +161,7 @@ def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirf
 
     held = sorted(ti["map_index"] for ti in tis if ti["trigger"]["triggerer_id"] == stalled)
     wait_for(lambda: all(cancelled_there(i) for i in held), STAGE_TIMEOUT, "the woken triggerer's on_kill")
-    assert airflow.sm.stats()["operations"].get("StopTrainingJob", 0) == 0, "on_kill stopped a job"
+    assert stops(airflow.sm.stats(), names) == 0, "on_kill stopped a job"
     assert {j["status"] for j in airflow.sm.jobs() if j["name"] in names} == {"InProgress"}
     assert {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in job_tis(airflow, run_id)} == (
         capacity_triggers
@@ -160,7 +176,7 @@ def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirf
     assert {(ti["state"], ti["try_number"]) for ti in tis} == {("success", 1)}, "a task ran more than once"
     jobs = {j["name"]: j for j in airflow.sm.jobs() if j["name"].startswith(prefix)}
     assert sorted(jobs) == names and {j["status"] for j in jobs.values()} == {"Completed"}
-    assert airflow.sm.stats()["operations"].get("StopTrainingJob", 0) == 0
+    assert stops(airflow.sm.stats(), names) == 0
     wait_for(
         lambda: len(airflow.jobs("TriggererJob", alive=True)) == 2, 60, "the woken triggerer alive again"
     )
@@ -286,7 +302,7 @@ def test_one_of_two_triggerers_killed_while_tasks_wait_the_other_takes_every_tri
     assert sorted(jobs) == names, "exactly one SageMaker job per task"
     assert stats["operations"]["CreateTrainingJob"] == count
     assert all(stats["jobs"][n]["CreateTrainingJob"] == 1 for n in names)
-    assert stats["operations"].get("StopTrainingJob", 0) == 0
+    assert stops(stats, names) == 0
     assert {j["status"] for j in jobs.values()} == {"Completed"}
     # After the kill each job is Described only when something changed: when it left Pending, when the task
     # resumed, when it ended (3 in the runs seen; 1 to spare): never once per poll.
