@@ -53,7 +53,7 @@ XComs and logs through Airflow's REST API v2, job counts and call counts from th
 Do not edit by hand; reproduce with
 
 ```
-make e2e              # = .venv/bin/pytest -m "e2e and not soak" tests/e2e  (writes build/reliability/reliability.json and .md)
+make e2e              # = .venv/bin/pytest -m e2e tests/e2e, the short soak included (writes build/reliability/reliability.json and .md)
 make reliability-doc  # publishes that run: docs/reliability.json and this file
 ```
 
