@@ -75,6 +75,28 @@ def describes(stats: dict[str, Any], names: list[str]) -> dict[str, int]:
     return {n: stats["jobs"].get(n, {}).get("DescribeTrainingJob", 0) for n in names}
 
 
+def all_waiting(af: LocalAirflow, run_id: str, names: list[str]) -> list[dict[str, Any]]:
+    """Until every task of the run is deferred on a triggerer with its job Pending; their instances."""
+    count = len(names)
+
+    def check() -> list[dict[str, Any]] | None:
+        run = af.dag_run("e2e_fleet", run_id)["state"]
+        assert run in ("queued", "running"), f"the run is {run}: {af.ti_states('e2e_fleet', run_id)}"
+        jobs = {j["name"]: j for j in af.sm.jobs()}
+        tis = job_tis(af, run_id)
+        ready = (
+            len(tis) == count
+            and all(ti["state"] == "deferred" and (ti["trigger"] or {}).get("triggerer_id") for ti in tis)
+            and all(jobs.get(n, {}).get("secondary_status") == "Pending" for n in names)
+        )
+        return tis if ready else None
+
+    tis: list[dict[str, Any]] = wait_for(
+        check, STAGE_TIMEOUT, f"{count} tasks deferred with their jobs Pending", every=2.0
+    )
+    return tis
+
+
 def stops(stats: dict[str, Any], names: list[str]) -> int:
     """StopTrainingJob calls on these jobs (another scenario's teardown may have stopped its own)."""
     return sum(stats["jobs"].get(n, {}).get("StopTrainingJob", 0) for n in names)
@@ -98,17 +120,7 @@ def test_a_stalled_triggerer_losing_its_triggers_stops_no_job(airflow: LocalAirf
     prefix = unique("stall")
     run_id, names = fleet_waiting_for_capacity(airflow, "triggerer-stall", prefix, count, opens_at, count)
 
-    def all_waiting() -> list[dict[str, Any]] | None:
-        tis = job_tis(airflow, run_id)
-        jobs = {j["name"]: j for j in airflow.sm.jobs()}
-        ready = (
-            len(tis) == count
-            and all(ti["state"] == "deferred" and (ti["trigger"] or {}).get("triggerer_id") for ti in tis)
-            and all(jobs.get(n, {}).get("secondary_status") == "Pending" for n in names)
-        )
-        return tis if ready else None
-
-    tis = wait_for(all_waiting, STAGE_TIMEOUT, f"{count} tasks deferred with their jobs Pending", every=2.0)
+    tis = all_waiting(airflow, run_id, names)
     capacity_triggers = {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in tis}
     spread = Counter(ti["trigger"]["triggerer_id"] for ti in tis)
     alive_before = {job["id"] for job in airflow.jobs("TriggererJob", alive=True)}
@@ -217,19 +229,7 @@ def test_one_of_two_triggerers_killed_while_tasks_wait_the_other_takes_every_tri
         lambda: len(alive := alive_triggerers()) == 2 and alive, 60, "both triggerer jobs alive", every=1.0
     )
 
-    def all_waiting() -> list[dict[str, Any]] | None:
-        run = airflow.dag_run("e2e_fleet", run_id)["state"]
-        assert run in ("queued", "running"), f"the run is {run}: {airflow.ti_states('e2e_fleet', run_id)}"
-        jobs = {j["name"]: j for j in airflow.sm.jobs()}
-        tis = job_tis(airflow, run_id)
-        ready = (
-            len(tis) == count
-            and all(ti["state"] == "deferred" and (ti["trigger"] or {}).get("triggerer_id") for ti in tis)
-            and all(jobs.get(n, {}).get("secondary_status") == "Pending" for n in names)
-        )
-        return tis if ready else None
-
-    tis = wait_for(all_waiting, STAGE_TIMEOUT, f"{count} tasks deferred with their jobs Pending", every=2.0)
+    tis = all_waiting(airflow, run_id, names)
     waited_at = time.monotonic()
     capacity_triggers = {(ti["trigger"]["id"], ti["trigger"]["created_date"]) for ti in tis}
     owner_of = {ti["map_index"]: ti["trigger"]["triggerer_id"] for ti in tis}
