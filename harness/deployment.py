@@ -163,6 +163,13 @@ class LocalAirflow:
         self.kill_task_process = supervisor.kill_task_process
         self.database_dump = self.database.dump
 
+    def seed_history(self, runs: int) -> list[dict[str, Any]]:
+        """The capacity page's history: ``runs`` dag.test() runs (harness.history) in this deployment."""
+        from harness import history
+
+        assert self.emulator_url is not None
+        return history.seed(self.env, self.emulator_url, history.plan(runs))
+
     # -- where things are ----------------------------------------------------------------------------------
     @property
     def api_url(self) -> str:
@@ -378,12 +385,9 @@ def _login(raw: str | None) -> tuple[str, str] | None:
 
 
 def _seed_history(af: LocalAirflow, runs: int) -> None:
-    from harness import history
-
-    assert af.emulator_url is not None
     started = time.monotonic()
     print(f"seeding {runs} runs of the capacity history (a few minutes) ...", flush=True)
-    seeded = history.seed(af.env, af.emulator_url, history.plan(runs))
+    seeded = af.seed_history(runs)
     print(
         f"seeded {len(seeded)} runs in {time.monotonic() - started:.0f}s: {af.api_url}/sm-prefs/", flush=True
     )

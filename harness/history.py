@@ -5,7 +5,8 @@ environment (its metadata database, its ``aws_default`` connection to the offlin
 record is written by the real operators after real calls to the emulator. Each run gets its own
 emulated day of the ``capacity-history`` scenario: before it starts, the emulator's clock is advanced to
 the hour of that day that decides its outcome (first choice, a fallback, a wait, a timeout, a quota
-rejection, CPU-only "no capacity"), and the run is dated ``run_after`` = that night at 02:00 UTC, so the
+rejection, CPU-only "no capacity"), and the run is dated ``run_after`` = that night at 02:00 UTC (early in
+the day, 1.5 hours before the seeding instead, so all 30 nights fit the default 30 days), so the
 page has 30 days of history with a trend that gets worse.
 
     python -m harness.history --runs 60        # against the deployment of make airflow-history
@@ -59,8 +60,13 @@ def plan(runs: int = 60, today: datetime | None = None) -> list[PlannedRun]:
     if not 1 <= runs <= 60:
         raise ValueError(f"runs: {runs} is out of range; the history has 1 to 60 runs")
     now = today or datetime.now(UTC)
-    # The newest night is the last 02:00 at least an hour ago, so the whole history is within 30 days.
-    day = (now - timedelta(hours=3)).replace(hour=2, minute=0, second=0, microsecond=0)
+    # The runs span 29 nights and an hour (a preparation 30 minutes before a night, a fine-tune 30 after).
+    # The newest night is that day's 02:00 when it is 1.5 to 22.5 hours ago, else 1.5 hours ago: every
+    # run is over an hour old and the oldest is an hour inside the page's default 30 days, at any hour.
+    latest = now - timedelta(minutes=90)
+    day = latest.replace(hour=2, minute=0, second=0, microsecond=0)
+    if day > latest or now - day > timedelta(hours=22, minutes=30):
+        day = latest.replace(second=0, microsecond=0)
     planned: list[PlannedRun] = []
     prep, finetune = iter(_PREP), iter(_FINETUNE)
     for night, hour in enumerate(_NIGHTLY):

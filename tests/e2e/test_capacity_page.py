@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from harness.deployment import LocalAirflow
-from harness.history import HISTORY_DAGS, SCENARIO, plan, seed
+from harness.history import HISTORY_DAGS, SCENARIO
 
 # Seeding the history (60 dag.test() runs) takes a few minutes on a 2-core machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -47,9 +47,19 @@ def history(airflow: LocalAirflow) -> list[dict[str, Any]]:
     """One run of the nightly example through the scheduler and triggerer, then the 60 seeded runs."""
     run_id = airflow.trigger_dag(NIGHTLY)
     assert airflow.wait_for_run(NIGHTLY, run_id, timeout=600) == "success"
-    assert airflow.emulator_url is not None
-    runs = seed(airflow.env, airflow.emulator_url, plan(60))
+    runs = airflow.seed_history(60)
     assert len(runs) == 60
+    recorded = {
+        (dag, e["run_id"])
+        for dag in HISTORY_DAGS
+        for e in airflow.api(
+            "GET",
+            f"/api/v2/dags/{dag}/dagRuns/~/taskInstances/~/xcomEntries",
+            params={"xcom_key": "capacity_outcome", "limit": 500},
+        )["xcom_entries"]
+    }
+    missing = [r for r in runs if (r["dag_id"], r["run_id"]) not in recorded]
+    assert missing == [], f"seeded runs without a capacity record: {missing}"
     return runs
 
 
