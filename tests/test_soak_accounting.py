@@ -72,4 +72,5 @@ def test_the_capacity_timeout_night_frees_nothing_before_the_deadline() -> None:
     # A job that got capacity frees it only after Starting, Downloading, training and Uploading.
     assert sum(soak.PHASES[p] for p in ("starting", "downloading", "uploading")) + soak.JOB_RUNTIME > pending
     assert scenario["capacity"][soak.G6] == [{"from": 0, "free": 0}]
-    assert scenario["capacity"][soak.G5] == [{"from": 0, "free": 30 + 4}]
+    # 60 % of the fleet at most: the example, when its G5×4 gets there first, leaves fewer (never more).
+    assert scenario["capacity"][soak.G5] == [{"from": 0, "free": 30}]
