@@ -71,7 +71,31 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "float",
                         "example": "15",
                         "default": "15",
-                    }
+                    },
+                    "event_queue_url": {
+                        "description": (
+                            "Event mode: the URL of an SQS queue fed by an EventBridge rule on SageMaker's "
+                            "'SageMaker Training Job State Change' and 'SageMaker Processing Job State "
+                            "Change' events. Waiting triggers then learn of changes from one long-poll of "
+                            "that queue per triggerer and list jobs only as a slow safety net. The AWS "
+                            "connection's extra 'sm_prefs_event_queue_url' overrides it per connection. "
+                            "Empty: off."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "https://sqs.us-east-1.amazonaws.com/123456789012/sagemaker-job-events",
+                        "default": "",
+                    },
+                    "event_safety_list_seconds": {
+                        "description": (
+                            "In event mode, seconds between the safety List passes that catch a lost "
+                            "or late event (while the queue cannot be read, the usual cadence applies)."
+                        ),
+                        "version_added": None,
+                        "type": "float",
+                        "example": "300",
+                        "default": "300",
+                    },
                 },
             }
         },

@@ -30,6 +30,7 @@ from airflow_provider_sm_prefs.status import (
 )
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
+from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer, event_mode_for
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
@@ -260,6 +261,10 @@ class SageMakerCapacityTrigger(BaseTrigger):
     def _client_key(self) -> tuple[Any, ...]:
         return self.settings.pool_key()
 
+    async def _event_mode(self) -> tuple[EventQueueConsumer, float] | None:
+        """Event mode for this trigger's connection (:mod:`.event_queue`), or None when not configured."""
+        return await event_mode_for(self.settings)
+
     def _open_client(self) -> Any:
         """``hook.get_async_conn()``: called once per process and settings, by the first user."""
         return self.hook.get_async_conn()  # type: ignore[no-untyped-call]
@@ -304,7 +309,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         process's (an offline SageMaker with compressed time). Returns the last summary seen (to
         re-register without an early pass), or None when the job changed or its timer is due.
         """
-        watcher = watcher_for(kind, client_key, self._open_client)
+        watcher = watcher_for(kind, client_key, self._open_client, self._event_mode)
         is_change = listed_change(kind, self.wait_for)
         loop = asyncio.get_running_loop()
         until = loop.time() + limit
@@ -321,6 +326,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
             )
             early = False
             if seen.changed:
+                if seen.by_event:
+                    self.log.info("A SageMaker event shows %s changed; describing it", self.job_name)
                 return None
             service = watcher.service_now()
             if (

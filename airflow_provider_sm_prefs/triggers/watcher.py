@@ -19,6 +19,11 @@ The loop keeps its List calls at or below :data:`LIST_COST_SHARE` of what per-jo
 ``poll_interval / 3``: a lone waiter is listed as often as it would have Described itself, a thousand
 are detected three times sooner.
 
+Event mode (:mod:`.event_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
+each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
+change wakes it at once. Passes then come only every ``[sm_prefs] event_safety_list_seconds`` (a safety
+net under lost events), except while the queue cannot be read.
+
 Nothing here is persisted: after a triggerer restart the triggers register again and the first
 pass re-reads the truth from SageMaker.
 """
@@ -28,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +43,7 @@ from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_trans
 from airflow_provider_sm_prefs.hooks.sagemaker import service_now
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.status import WaitFor, phase_of, worth_a_look
+from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +84,8 @@ class Observation:
     changed: bool
     #: The job's latest summary from a pass (None if it was not listed, or no pass ran yet).
     summary: dict[str, Any] | None
+    #: The change came from a SageMaker event (event mode), not from a List pass.
+    by_event: bool = False
 
 
 @dataclass(eq=False)
@@ -92,6 +100,7 @@ class _Waiter:
     seen: bool = False
     missing_rounds: int = 0
     summary: dict[str, Any] | None = None
+    unsubscribe: Callable[[], None] | None = None
 
 
 def listed_change(kind: JobKind, wait_for: WaitFor | str) -> Callable[[dict[str, Any]], bool]:
@@ -120,11 +129,22 @@ class JobListWatcher:
         :class:`~airflow_provider_sm_prefs.hooks.pool.shared_client`, so the watcher and the triggers
         share one client.
     :param kind: which List* call to use.
+    :param events: resolves the process's event-queue consumer for these settings, or None when event
+        mode is off (called once, when the loop starts).
     """
 
-    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any], kind: JobKind) -> None:
+    def __init__(
+        self,
+        key: tuple[Any, ...],
+        opener: Callable[[], Any],
+        kind: JobKind,
+        events: Callable[[], Awaitable[tuple[EventQueueConsumer, float] | None]] | None = None,
+    ) -> None:
         self.key = key
         self.kind = kind
+        self._events_source = events
+        self._events: EventQueueConsumer | None = None
+        self._safety_seconds = 0.0
         self._client_key = key[:-1]
         self._opener = opener
         self._waiters: dict[str, list[_Waiter]] = {}
@@ -179,17 +199,65 @@ class JobListWatcher:
             summary=summary,
         )
         self._waiters.setdefault(job_name, []).append(waiter)
+        self._subscribe(waiter)
         self._ensure_running(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
         except TimeoutError:
             return Observation(False, waiter.summary)
         finally:
+            if waiter.unsubscribe is not None:
+                waiter.unsubscribe()
             waiters = self._waiters.get(job_name, [])
             if waiter in waiters:
                 waiters.remove(waiter)
             if not waiters:
                 self._waiters.pop(job_name, None)
+
+    @property
+    def events_flowing(self) -> bool:
+        """Event mode is on and its queue is being read."""
+        return self._events is not None and self._events.healthy
+
+    def _subscribe(self, waiter: _Waiter) -> None:
+        """In event mode, wake ``waiter`` on an event whose detail shows a change worth a Describe."""
+        if self._events is None or waiter.unsubscribe is not None:
+            return
+
+        def on_event(detail: dict[str, Any]) -> None:
+            if not waiter.future.done() and waiter.is_change(detail):
+                waiter.future.set_result(Observation(True, None, by_event=True))
+
+        waiter.unsubscribe = self._events.subscribe(self.kind, waiter.job_name, on_event)
+
+    async def _start_events(self) -> None:
+        """Resolve event mode once; subscribe the waiters registered so far."""
+        source, self._events_source = self._events_source, None
+        if source is None:
+            return
+        try:
+            found = await source()
+        except Exception as err:  # event mode is an optimisation: never fail the waits for it
+            log.warning(
+                "Event mode unavailable (%s: %s); listing at the usual cadence", type(err).__name__, err
+            )
+            return
+        if found is None:
+            return
+        self._events, self._safety_seconds = found
+        self._events.on_health_change(self._events_health_changed)
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                self._subscribe(waiter)
+
+    def _events_health_changed(self) -> None:
+        """Events stopped (or started) flowing: bring the next pass to the cadence that now applies."""
+        if self._next_pass is None or self._pass_started is None:
+            return
+        due = self._pass_started + self._cadence(1)
+        if due < self._next_pass:
+            self._next_pass = due
+            self._wake.set()
 
     def _ensure_running(self, waiter: _Waiter) -> None:
         if self._task is None or self._task.done():
@@ -215,13 +283,17 @@ class JobListWatcher:
     def _cadence(self, pages: int) -> float:
         waiters = [w for ws in self._waiters.values() for w in ws]
         poll = min((w.interval for w in waiters), default=30.0)
-        return list_cadence(poll, len(waiters), pages)
+        cadence = list_cadence(poll, len(waiters), pages)
+        if self.events_flowing:
+            return max(cadence, self._safety_seconds)
+        return cadence
 
     async def _run(self) -> None:
         idle_since: float | None = None
         loop = asyncio.get_running_loop()
         attempt = 0
         try:
+            await self._start_events()
             async with shared_client(self._client_key, self._opener) as client:
                 while True:
                     if not self._waiters:
@@ -343,10 +415,18 @@ class JobListWatcher:
 _WATCHERS: dict[tuple[Any, ...], JobListWatcher] = {}
 
 
-def watcher_for(kind: JobKind, client_key: tuple[Any, ...], opener: Callable[[], Any]) -> JobListWatcher:
-    """The process's watcher for these connection settings (``AwsSettings.pool_key``) and job kind."""
+def watcher_for(
+    kind: JobKind,
+    client_key: tuple[Any, ...],
+    opener: Callable[[], Any],
+    events: Callable[[], Awaitable[tuple[EventQueueConsumer, float] | None]] | None = None,
+) -> JobListWatcher:
+    """The process's watcher for these connection settings (``AwsSettings.pool_key``) and job kind.
+
+    :param events: resolves event mode for these settings (see :class:`JobListWatcher`).
+    """
     key = (*client_key, kind.value)
     watcher = _WATCHERS.get(key)
     if watcher is None:
-        watcher = _WATCHERS[key] = JobListWatcher(key, opener, kind)
+        watcher = _WATCHERS[key] = JobListWatcher(key, opener, kind, events)
     return watcher

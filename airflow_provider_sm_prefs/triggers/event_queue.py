@@ -1,0 +1,509 @@
+"""Event mode: one long-poll of an SQS queue, fed by an EventBridge rule, wakes the waits of a process.
+
+SageMaker publishes ``SageMaker Training Job State Change`` and ``SageMaker Processing Job State Change``
+events (``source: aws.sagemaker``) to EventBridge; a rule with an SQS target puts them on a queue. When
+the Airflow config option ``[sm_prefs] event_queue_url`` or the AWS connection's extra
+``sm_prefs_event_queue_url`` names that queue, every waiting trigger of a process learns of its job's
+changes from one shared :class:`EventQueueConsumer` instead of the List loop's cadence.
+
+**Events are hints, never the truth.** An event about a watched job whose detail shows a change worth a
+look makes the trigger Describe its job once; what the trigger reports comes from that Describe. The
+shared List loop (:mod:`.watcher`) keeps running, slowly (``[sm_prefs] event_safety_list_seconds``,
+default 300 s), so a lost, late or duplicated event, a deleted queue or a denied permission costs
+latency, never correctness. While the queue cannot be read, the List loop runs at its normal cadence.
+
+**Several consumers, one queue.** Two triggerers (or more) may read the same queue, and SQS gives each
+message to one of them at a time. A process that receives an event about a job it does not watch must
+not take it from the process that does. So the consumers know each other, and an event visits every
+live consumer before it is dropped:
+
+* *presence*: each consumer sends a small presence message (not an event) when it starts and every
+  :data:`PRESENCE_EVERY` seconds; whoever receives it learns of the sender and deletes it. A consumer
+  also learns of every consumer named on a message passed on to it. A peer not heard of for
+  :data:`PEER_TTL` is forgotten;
+* an event about a job this process watches: the waiters are woken and the message is deleted;
+* a duplicate of an event this process already handled (same EventBridge ``id``): deleted;
+* an event about a job this process does not watch, when every live peer has already seen it (or there
+  is none): deleted. Otherwise it is *passed on*: sent to the queue again (same body, message attributes
+  naming the consumers it visited and when it first arrived) and the original deleted. A new message
+  wakes the other consumers' waiting long-polls at once, so a peer usually takes it first; if it comes
+  back to a consumer it visited already, that one passes it on again after :data:`PASS_AGAIN_DELAY`.
+  Nothing is passed on for longer than :data:`HORIZON`;
+* not a SageMaker job event at all: deleted.
+
+A single triggerer therefore pays one receive per event and nothing more. With peers, an event nobody
+watches costs one send and one receive per live consumer. What it does not cover: a consumer that
+started in the last :data:`PRESENCE_EVERY` seconds may not be known to the others yet, so an event about
+one of its jobs may be dropped by a peer in that window. Like a lost event, that costs latency (its
+trigger's first List pass, then the safety passes), never correctness. Narrowing the rule's event
+pattern to your own jobs (a job-name prefix) cuts the rest; see docs/events.md. Permissions:
+``sqs:ReceiveMessage``, ``sqs:DeleteMessage`` and ``sqs:SendMessage`` on the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_sm_prefs.hooks.pool import shared_client
+from airflow_provider_sm_prefs.hooks.retry import backoff_delay, error_code, is_transient
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.kinds import JobKind
+
+log = logging.getLogger(__name__)
+
+#: EventBridge detail-types of the job state changes, by job kind.
+DETAIL_TYPES = {
+    "SageMaker Training Job State Change": JobKind.TRAINING,
+    "SageMaker Processing Job State Change": JobKind.PROCESSING,
+}
+#: Connection extra naming the queue (overrides the config option; empty or "off" turns event mode off).
+CONNECTION_EXTRA = "sm_prefs_event_queue_url"
+#: Default of ``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow.
+DEFAULT_SAFETY_LIST_SECONDS = 300.0
+#: Long-poll wait of one ReceiveMessage (SQS's maximum).
+WAIT_SECONDS = 20
+#: Messages per ReceiveMessage (SQS's maximum).
+BATCH = 10
+#: An event is passed on between consumers for at most this long (seconds since SQS first received it).
+HORIZON = 60.0
+#: After passing messages on, wait this long before the next receive: a peer's long-poll first.
+PASS_PAUSE = 0.1
+#: Delay of an event passed on again by a consumer it came back to before a peer took it.
+PASS_AGAIN_DELAY = 1
+#: Each consumer announces itself this often (seconds); peers not heard of for PEER_TTL are forgotten.
+PRESENCE_EVERY = 30.0
+PEER_TTL = 3 * PRESENCE_EVERY
+#: A presence message that comes back to its sender is offered again for this long (seconds).
+PRESENCE_OFFER = 5.0
+#: Message attributes of a message passed on: the consumers it visited, when SQS first received it.
+PASSED_BY = "sm-prefs-passed-by"
+FIRST_SENT = "sm-prefs-first-sent"
+#: The body key of a presence message.
+PRESENCE = "sm-prefs-consumer"
+#: Event ids remembered, to drop duplicates.
+REMEMBER = 20_000
+#: After the queue failed for a non-transient reason (deleted, access denied), try again this often.
+UNAVAILABLE_RETRY = 300.0
+#: Stop the loop (and release its client) after this long with nothing subscribed.
+IDLE_GRACE = 60.0
+
+#: ``callback(detail)`` of a subscription: the event's detail (mirrors Describe).
+Callback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """A SageMaker job state change as it came from the queue."""
+
+    kind: JobKind
+    job_name: str
+    event_id: str
+    detail: dict[str, Any]
+
+
+def parse_event(body: str) -> JobEvent | None:
+    """The SageMaker job event in an SQS message body (EventBridge's envelope), or None if it is not one."""
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(envelope, dict) or envelope.get("source") != "aws.sagemaker":
+        return None
+    kind = DETAIL_TYPES.get(str(envelope.get("detail-type")))
+    detail = envelope.get("detail")
+    if kind is None or not isinstance(detail, dict):
+        return None
+    name = detail.get(kind.spec.name_field)
+    if not isinstance(name, str) or not name:
+        return None
+    return JobEvent(kind, name, str(envelope.get("id") or ""), detail)
+
+
+def configured_queue_url(connection_extra: dict[str, Any] | None) -> str | None:
+    """The queue of event mode: the connection's extra, else ``[sm_prefs] event_queue_url``; None when off.
+
+    Read in the triggerer when a wait starts, never at DAG parse time.
+    """
+    if connection_extra and CONNECTION_EXTRA in connection_extra:
+        value = connection_extra.get(CONNECTION_EXTRA)
+    else:
+        from airflow.configuration import conf
+
+        value = conf.get("sm_prefs", "event_queue_url", fallback=None)
+    text = str(value or "").strip()
+    return None if text.lower() in ("", "off", "none", "false") else text
+
+
+def safety_list_seconds() -> float:
+    """``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow."""
+    from airflow.configuration import conf
+
+    value = conf.getfloat("sm_prefs", "event_safety_list_seconds", fallback=DEFAULT_SAFETY_LIST_SECONDS)
+    return max(1.0, value)
+
+
+@dataclass
+class ConsumerStats:
+    """What a consumer did (for logs, tests and the benchmark)."""
+
+    receives: int = 0
+    messages: int = 0
+    woke: int = 0
+    deleted: int = 0
+    passed: int = 0
+    duplicates: int = 0
+    expired: int = 0
+    foreign: int = 0
+    presence_sent: int = 0
+    presence_heard: int = 0
+    errors: int = 0
+    by_job: dict[str, int] = field(default_factory=dict)
+
+
+class EventQueueConsumer:
+    """The process's long-poll of one queue, shared by every wait on the same connection settings.
+
+    :param key: the settings key (``AwsSettings.pool_key``) plus the queue URL.
+    :param opener: returns an awaitable of an aiobotocore SQS client context (``get_async_conn``).
+    :param queue_url: the SQS queue URL.
+    """
+
+    def __init__(self, key: tuple[Any, ...], opener: Callable[[], Any], queue_url: str) -> None:
+        self.key = key
+        self.queue_url = queue_url
+        self._opener = opener
+        self._subscribers: dict[tuple[JobKind, str], list[Callback]] = {}
+        self._health_listeners: list[Callable[[], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._handled: OrderedDict[str, None] = OrderedDict()
+        #: Names this consumer in PASSED_BY: unique per consumer, nothing about the host.
+        self.consumer_id = uuid.uuid4().hex[:10]
+        #: Other consumers of the queue: id -> when last heard of (this process's monotonic clock).
+        self.peers: dict[str, float] = {}
+        self._presence_due = 0.0
+        #: True once a receive succeeded, False again after a non-transient failure.
+        self.healthy = False
+        self.stats = ConsumerStats()
+
+    # ------------------------------------------------------------------------------- subscriptions
+
+    def subscribe(self, kind: JobKind, job_name: str, callback: Callback) -> Callable[[], None]:
+        """Call ``callback(detail)`` for every event about the job; returns the unsubscribe function."""
+        key = (kind, job_name)
+        self._subscribers.setdefault(key, []).append(callback)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="sm-prefs-event-queue")
+
+        def unsubscribe() -> None:
+            callbacks = self._subscribers.get(key, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self._subscribers.pop(key, None)
+
+        return unsubscribe
+
+    def on_health_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever :attr:`healthy` changes (the List loop adapts its cadence)."""
+        if listener not in self._health_listeners:
+            self._health_listeners.append(listener)
+
+    def _set_healthy(self, healthy: bool) -> None:
+        if healthy == self.healthy:
+            return
+        self.healthy = healthy
+        for listener in list(self._health_listeners):
+            listener()
+
+    # ------------------------------------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        idle_since: float | None = None
+        attempt = 0
+        try:
+            async with shared_client(self.key, self._opener) as client:
+                while True:
+                    if not self._subscribers:
+                        idle_since = idle_since or loop.time()
+                        if loop.time() - idle_since > IDLE_GRACE:
+                            return
+                        await asyncio.sleep(1.0)
+                        continue
+                    idle_since = None
+                    try:
+                        answer = await client.receive_message(
+                            QueueUrl=self.queue_url,
+                            MaxNumberOfMessages=BATCH,
+                            # The first receive returns at once: it shows the queue can be read,
+                            # and the List loop slows down only then.
+                            WaitTimeSeconds=WAIT_SECONDS if self.healthy else 0,
+                            MessageSystemAttributeNames=["SentTimestamp"],
+                            MessageAttributeNames=[PASSED_BY, FIRST_SENT],
+                        )
+                    except Exception as err:
+                        self.stats.errors += 1
+                        if is_transient(err):
+                            attempt += 1
+                            delay = backoff_delay(attempt, base=1.0, cap=60.0)
+                            log.warning("Reading the event queue failed (%s); retrying in %.1fs", err, delay)
+                        else:
+                            attempt, delay = 0, UNAVAILABLE_RETRY
+                            self._set_healthy(False)
+                            log.warning(
+                                "The event queue %s cannot be read (%s): waits fall back to the List loop's "
+                                "cadence; trying the queue again in %.0fs",
+                                self.queue_url,
+                                _describe_error(err),
+                                delay,
+                            )
+                        await asyncio.sleep(delay)
+                        continue
+                    attempt = 0
+                    self.stats.receives += 1
+                    if not self.healthy:
+                        log.info("Reading job events from %s", self.queue_url)
+                    self._set_healthy(True)
+                    passed = await self._handle(client, answer.get("Messages") or [])
+                    if loop.time() >= self._presence_due:
+                        self._presence_due = loop.time() + PRESENCE_EVERY
+                        await self._announce(client)
+                    if passed:
+                        await asyncio.sleep(PASS_PAUSE)
+        except Exception as err:  # never take the waits down with the queue
+            log.warning("The event queue loop stopped (%s: %s)", type(err).__name__, err)
+        finally:
+            self._set_healthy(False)
+            _CONSUMERS.pop(self.key, None)
+
+    def live_peers(self) -> set[str]:
+        """The other consumers heard of within :data:`PEER_TTL`."""
+        now = time.monotonic()
+        for peer, heard in list(self.peers.items()):
+            if now - heard > PEER_TTL:
+                del self.peers[peer]
+        return set(self.peers)
+
+    def _heard(self, peers: list[str]) -> None:
+        now = time.monotonic()
+        for peer in peers:
+            if peer and peer != self.consumer_id:
+                self.peers[peer] = now
+
+    async def _announce(self, client: Any) -> None:
+        """Send this consumer's presence message (see the module docstring)."""
+        body = json.dumps({PRESENCE: self.consumer_id, "at": time.time()})
+        try:
+            await client.send_message(QueueUrl=self.queue_url, MessageBody=body)
+            self.stats.presence_sent += 1
+        except Exception as err:
+            self.stats.errors += 1
+            log.debug("Announcing this consumer failed: %s", err)
+
+    async def _handle(self, client: Any, messages: list[dict[str, Any]]) -> bool:
+        """Wake, delete or pass on each message; returns whether any was passed on."""
+        delete: list[dict[str, Any]] = []
+        resend: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        now = time.time()
+        for index, message in enumerate(messages):
+            self.stats.messages += 1
+            entry = {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
+            copy = self._route(message, now)
+            if copy is None:
+                delete.append(entry)
+            else:
+                resend[entry["Id"]] = (entry, {"Id": entry["Id"], **copy})
+        passed = False
+        if resend:
+            for key in await self._send(client, [item for _, item in resend.values()]):
+                delete.append(resend[key][0])
+                self.stats.passed += 1
+                passed = True
+        if delete:
+            self.stats.deleted += len(delete)
+            await self._quietly(client.delete_message_batch(QueueUrl=self.queue_url, Entries=delete))
+        return passed
+
+    def _presence(self, message: dict[str, Any], body: str, now: float) -> dict[str, Any] | None:
+        """A message that is no event: a consumer's presence (learn it), or foreign (drop it)."""
+        peer = _presence_of(body)
+        if peer is None:
+            self.stats.foreign += 1
+            return None
+        if peer != self.consumer_id:
+            self.stats.presence_heard += 1
+            if peer not in self.live_peers():
+                self._presence_due = 0.0  # a newcomer: tell it about this consumer too
+            self._heard([peer])
+            return None
+        try:
+            announced = float(json.loads(body).get("at"))
+        except (TypeError, ValueError):
+            announced = 0.0
+        if now - announced >= PRESENCE_OFFER:
+            return None
+        # Our own presence came back before anyone else took it: offer it once more, a little later.
+        return {"MessageBody": body, "DelaySeconds": PASS_AGAIN_DELAY}
+
+    def _route(self, message: dict[str, Any], now: float) -> dict[str, Any] | None:
+        """Handle one message: None to delete it, or the copy to pass on (see the module docstring)."""
+        body = message.get("Body") or ""
+        passers = [p for p in str(_attribute_text(message, PASSED_BY) or "").split(",") if p]
+        self._heard(passers)
+        event = parse_event(body)
+        if event is None:
+            return self._presence(message, body, now)
+        if event.event_id and event.event_id in self._handled:
+            self.stats.duplicates += 1
+            return None
+        callbacks = list(self._subscribers.get((event.kind, event.job_name), ()))
+        if callbacks:
+            self._remember(self._handled, event.event_id)
+            self.stats.woke += 1
+            self.stats.by_job[event.job_name] = self.stats.by_job.get(event.job_name, 0) + 1
+            for callback in callbacks:
+                callback(event.detail)
+            return None
+        first_sent = _attribute(message, FIRST_SENT) or _sent_at(message, now)
+        if not (self.live_peers() - set(passers)) or now - first_sent >= HORIZON:
+            self.stats.expired += 1
+            return None
+        return {
+            "MessageBody": body,
+            "DelaySeconds": PASS_AGAIN_DELAY if self.consumer_id in passers else 0,
+            "MessageAttributes": {
+                PASSED_BY: _text(",".join(dict.fromkeys([*passers, self.consumer_id]))),
+                FIRST_SENT: {"DataType": "Number", "StringValue": str(int(first_sent * 1000))},
+            },
+        }
+
+    async def _send(self, client: Any, entries: list[dict[str, Any]]) -> list[str]:
+        """Send ``entries`` again; the ids sent (an original whose copy failed stays, and comes back)."""
+        try:
+            answer = await client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        except Exception as err:
+            self.stats.errors += 1
+            log.debug("Passing events on failed: %s", err)
+            return []
+        return [str(item["Id"]) for item in answer.get("Successful") or []]
+
+    async def _quietly(self, call: Any) -> None:
+        """A delete or a visibility change that fails only means the message comes back: log and go on."""
+        try:
+            await call
+        except Exception as err:
+            self.stats.errors += 1
+            log.debug("Event queue housekeeping failed: %s", err)
+
+    @staticmethod
+    def _remember(store: OrderedDict[str, Any], key: str, value: Any = None) -> None:
+        if not key:
+            return
+        store[key] = value
+        store.move_to_end(key)
+        while len(store) > REMEMBER:
+            store.popitem(last=False)
+
+
+def _presence_of(body: str) -> str | None:
+    """The consumer id of a presence message, or None."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    peer = data.get(PRESENCE) if isinstance(data, dict) else None
+    return str(peer) if isinstance(peer, str) and peer else None
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def _attribute_text(message: dict[str, Any], name: str) -> str | None:
+    value = (message.get("MessageAttributes") or {}).get(name) or {}
+    text = value.get("StringValue")
+    return str(text) if text is not None else None
+
+
+def _attribute(message: dict[str, Any], name: str) -> float | None:
+    """A numeric message attribute of epoch milliseconds, as epoch seconds (None if absent or bad)."""
+    try:
+        return int(str(_attribute_text(message, name))) / 1000.0
+    except ValueError:
+        return None
+
+
+def _sent_at(message: dict[str, Any], default: float) -> float:
+    """When SQS received the message (epoch seconds), from its ``SentTimestamp`` attribute."""
+    try:
+        return int(message.get("Attributes", {}).get("SentTimestamp")) / 1000.0
+    except (TypeError, ValueError):
+        return default
+
+
+def _describe_error(err: BaseException) -> str:
+    code = error_code(err) if hasattr(err, "response") else ""
+    return code or type(err).__name__
+
+
+_CONSUMERS: dict[tuple[Any, ...], EventQueueConsumer] = {}
+
+
+def consumer_for(
+    client_key: tuple[Any, ...], opener: Callable[[], Any], queue_url: str
+) -> EventQueueConsumer:
+    """The process's consumer of ``queue_url`` for these connection settings (``AwsSettings.pool_key``)."""
+    key = (*client_key, "sqs", queue_url)
+    consumer = _CONSUMERS.get(key)
+    if consumer is None:
+        consumer = _CONSUMERS[key] = EventQueueConsumer(key, opener, queue_url)
+    return consumer
+
+
+def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
+    if not settings.aws_conn_id:
+        return {}
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    hook = AwsBaseHook(client_type="sqs", **settings.hook_kwargs())
+    return dict(hook.conn_config.extra_config or {})
+
+
+async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, float] | None:
+    """The consumer of the configured queue for these settings and the safety List cadence; None if off.
+
+    Reads the connection (through a thread: it may block) and the config when a wait starts.
+    """
+    from asgiref.sync import sync_to_async
+
+    extra = await sync_to_async(_connection_extra, thread_sensitive=False)(settings)
+    url = configured_queue_url(extra)
+    if url is None:
+        return None
+
+    def opener() -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
+
+    return consumer_for(settings.pool_key(), opener, url), safety_list_seconds()
+
+
+async def stop_all() -> None:
+    """Cancel every consumer loop of this process (tests)."""
+    for consumer in list(_CONSUMERS.values()):
+        task = consumer._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    _CONSUMERS.clear()
