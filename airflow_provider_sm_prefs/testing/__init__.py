@@ -23,10 +23,10 @@ Modules, from the bottom up (a module imports only modules above it in this list
   :mod:`.engine` (job lifecycle);
 - the API: :mod:`.algorithms` (R10), :mod:`.rules` (request validation), :mod:`.account_api` (plans,
   quotas, prices), :mod:`.api` (the operations);
-- HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.admin`
-  (admin route table), :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app),
-  :mod:`.handler` (fast path), :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users
-  hold);
+- HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.events`
+  (the jobs' EventBridge events and the pump delivering them), :mod:`.admin` (admin route table),
+  :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app), :mod:`.handler` (fast path),
+  :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users hold);
 - entry points: :mod:`.cli` (``sm-prefs-emulator``), :mod:`.pytest_plugin` (fixtures).
 """
 

@@ -19,6 +19,7 @@ __all__ = ["ADMIN_PREFIX", "ROUTES", "AdminTarget", "dispatch"]
 ADMIN_PREFIX = "/_emulator"
 _JOB_PREFIX = "jobs/"
 _FAULT_FIELDS = frozenset({"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits"})
+_EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
 
 Answer = tuple[int, Any]
 
@@ -45,6 +46,14 @@ class AdminTarget(Protocol):
         latency_ms: float | None = None,
         drop_rate: float | None = None,
         rate_limits: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]: ...
+    def event_settings(self) -> dict[str, Any]: ...
+    def set_events(
+        self,
+        delay_seconds: float | None = None,
+        loss_rate: float | None = None,
+        duplicate_rate: float | None = None,
+        enabled: bool | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -78,6 +87,15 @@ def _set_faults(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
     return 200, target.set_faults(**body)
 
 
+def _set_events(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    unknown = sorted(set(body) - _EVENT_FIELDS)
+    if unknown:
+        return 400, {
+            "error": f"{unknown[0]}: unknown event setting; allowed: {', '.join(sorted(_EVENT_FIELDS))}"
+        }
+    return 200, target.set_events(**body)
+
+
 #: Every admin route but ``GET jobs/<name>``; the body is the request's JSON object (``{}`` if none).
 ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "health"): lambda target, body: (200, target.health()),
@@ -91,6 +109,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "clock"): _advance,
     ("GET", "faults"): lambda target, body: (200, target.fault_settings()),
     ("POST", "faults"): _set_faults,
+    ("GET", "events"): lambda target, body: (200, target.event_settings()),
+    ("POST", "events"): _set_events,
 }
 
 

@@ -163,6 +163,33 @@ class EmulatorControls:
         """Turn every injected fault and rate limit off."""
         return self.set_faults(throttle_rate=0, error_rate=0, latency_ms=0, drop_rate=0, rate_limits={})
 
+    def set_events(
+        self,
+        delay_seconds: float | None = None,
+        loss_rate: float | None = None,
+        duplicate_rate: float | None = None,
+        enabled: bool | None = None,
+    ) -> dict[str, Any]:
+        """Change how job state-change events reach EventBridge (real seconds of delay, probabilities of
+        loss and of duplication, on/off); None keeps a setting. Returns the settings in force."""
+        body = {
+            key: value
+            for key, value in {
+                "delay_seconds": delay_seconds,
+                "loss_rate": loss_rate,
+                "duplicate_rate": duplicate_rate,
+                "enabled": enabled,
+            }.items()
+            if value is not None
+        }
+        result: dict[str, Any] = self._call("POST", "events", body)
+        return result
+
+    def event_settings(self) -> dict[str, Any]:
+        """The EventBridge event settings in force."""
+        result: dict[str, Any] = self._call("GET", "events")
+        return result
+
     def stop_all_jobs(self) -> int:
         """Stop every non-terminal job; returns how many were asked to stop."""
         return int(self._call("POST", "stop-all-jobs")["stopped"])

@@ -5,6 +5,11 @@ emulated "now" by processing the due events of one heap in time order (phase end
 capacity and training-plan window boundaries; see :mod:`.clock`). Which instances exist and who waits
 for them is :mod:`.capacity`'s business; the jobs themselves are plain data (:mod:`.models`).
 
+Every change the engine records (a timeline entry: a status or secondary-status transition, or a
+processing job's waiting/running) is reported to :attr:`Engine.observer`, if one is set, while the job is
+in exactly that state; what to do with it (the EventBridge events of :mod:`.events`) is not the engine's
+business.
+
 Errors a client sees are raised as :mod:`.exceptions` (AWS error codes, no HTTP statuses).
 The engine is not thread-safe; the service serialises calls with one lock.
 """
@@ -71,6 +76,8 @@ class Engine:
             Event.STOPPED: self._on_stopped,
             Event.PENDING_EXPIRED: self._on_pending_expired,
         }
+        #: Called with ``(job, emulated time)`` after every recorded change; must not touch the engine.
+        self.observer: Callable[[Job, float], None] | None = None
         self.reset(scenario)
 
     # ----------------------------------------------------------------------------------------- clock
@@ -379,3 +386,5 @@ class Engine:
                 "message": message,
             }
         )
+        if self.observer is not None:
+            self.observer(job, now)

@@ -22,12 +22,14 @@ from airflow_provider_sm_prefs.testing.botocore_model import all_instance_types
 from airflow_provider_sm_prefs.testing.exceptions import ScenarioError
 from airflow_provider_sm_prefs.testing.operations import OPERATIONS
 from airflow_provider_sm_prefs.testing.scenario_types import (
+    EVENT_KEYS,
     FAULT_KEYS,
     JOB_LOG_FIELDS,
     JOB_LOG_KEYS,
     PHASES,
     PLAN_STATUSES,
     CapacityWindow,
+    EventSettings,
     Faults,
     JobLogs,
     PhaseSeconds,
@@ -64,6 +66,7 @@ TOP_LEVEL_KEYS = frozenset(
         "job_logs",
         "describe_instance_count",
         "iam_denied_actions",
+        "events",
     }
 )
 _JOB_KINDS = ("training", "processing")
@@ -438,6 +441,22 @@ def _iam_denied_actions(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"iam_denied_actions": frozenset(raw)}
 
 
+def _events(data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = _mapping(data.get("events"), "events")
+    _only_keys(raw, "events", EVENT_KEYS)
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ScenarioError(f"events.enabled: must be true or false, got {enabled!r}")
+    return {
+        "events": EventSettings(
+            enabled=enabled,
+            delay_seconds=_number(raw.get("delay_seconds", 0.0), "events.delay_seconds"),
+            loss_rate=_rate(raw.get("loss_rate", 0.0), "events.loss_rate"),
+            duplicate_rate=_rate(raw.get("duplicate_rate", 0.0), "events.duplicate_rate"),
+        )
+    }
+
+
 #: The sections in file order; each returns its part of the :class:`Scenario` keyword arguments.
 SECTIONS: tuple[Section, ...] = (
     _settings(_GENERAL),
@@ -454,4 +473,5 @@ SECTIONS: tuple[Section, ...] = (
     _access_denied,
     _job_logs,
     _iam_denied_actions,
+    _events,
 )

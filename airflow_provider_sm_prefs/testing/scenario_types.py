@@ -21,12 +21,14 @@ from typing import Any
 __all__ = [
     "BUILTIN_SCENARIOS",
     "DEFAULT_MAX_PENDING_SECONDS",
+    "EVENT_KEYS",
     "FAULT_KEYS",
     "JOB_LOG_FIELDS",
     "JOB_LOG_KEYS",
     "PHASES",
     "PLAN_STATUSES",
     "CapacityWindow",
+    "EventSettings",
     "Faults",
     "JobLogs",
     "PhaseSeconds",
@@ -57,6 +59,8 @@ DEFAULT_MAX_PENDING_SECONDS = 2_419_200
 PHASES = ("starting", "downloading", "uploading", "stopping")
 #: The injected fault settings, in file order.
 FAULT_KEYS = ("throttle_rate", "error_rate", "latency_ms", "drop_rate")
+#: The EventBridge event settings, in file order.
+EVENT_KEYS = ("enabled", "delay_seconds", "loss_rate", "duplicate_rate")
 
 
 def is_glob(pattern: str) -> bool:
@@ -147,6 +151,26 @@ class Faults:
         return {name: getattr(self, name) for name in FAULT_KEYS}
 
 
+@dataclass(frozen=True)
+class EventSettings:
+    """How the job state-change events reach EventBridge (see :mod:`.events`).
+
+    :param enabled: whether changes are published at all.
+    :param delay_seconds: real seconds between a change and its delivery to the default bus.
+    :param loss_rate: probability (0..1) that an event is never delivered.
+    :param duplicate_rate: probability (0..1) that an event is delivered twice (same ``id``).
+    """
+
+    enabled: bool = True
+    delay_seconds: float = 0.0
+    loss_rate: float = 0.0
+    duplicate_rate: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Render in the scenario file's form."""
+        return {name: getattr(self, name) for name in EVENT_KEYS}
+
+
 #: The sections of ``job_logs``, in file order.
 JOB_LOG_KEYS = ("training", "processing", "failure")
 #: The placeholders a ``job_logs`` line may use (``str.format`` fields).
@@ -219,6 +243,7 @@ class Scenario:
         is selected).
     :param iam_denied_actions: actions IAM ``SimulatePrincipalPolicy`` reports as ``implicitDeny`` (all
         others are ``allowed``).
+    :param events: how job state changes reach EventBridge (see :class:`EventSettings`).
     """
 
     name: str = "custom"
@@ -246,6 +271,7 @@ class Scenario:
     job_logs: JobLogs = field(default_factory=JobLogs)
     describe_instance_count: str = "omitted"
     iam_denied_actions: frozenset[str] = frozenset()
+    events: EventSettings = field(default_factory=EventSettings)
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -308,6 +334,7 @@ class Scenario:
             "builtin_algorithms": {k: list(v) for k, v in self.builtin_algorithms.items()},
             "job_logs": self.job_logs.as_dict(),
             "describe_instance_count": self.describe_instance_count,
+            "events": self.events.as_dict(),
         }
         if self.start_epoch is not None:
             out["start_epoch"] = self.start_epoch

@@ -3,7 +3,9 @@
 :class:`OfflineSageMaker` binds a port and serves the WSGI app (:mod:`.wsgi`) with the fast-path request
 handler (:mod:`.handler`) around an :class:`~.service.EmulatorService`. This module is the public entry
 point of the server side and re-exports :class:`EmulatorApp`, :class:`EmulatorService` and
-:class:`RemoteSageMaker`.
+:class:`RemoteSageMaker`. With the server runs the event pump (:class:`~.events.EventPump`): the world
+advances every 0.1 real seconds and the jobs' EventBridge events are delivered, whether or not anybody
+calls SageMaker.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing.controls import EmulatorControls
 from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.events import EventPump
 from airflow_provider_sm_prefs.testing.remote import RemoteSageMaker
 from airflow_provider_sm_prefs.testing.scenario_types import Scenario, ScenarioSource
 from airflow_provider_sm_prefs.testing.service import EmulatorService
@@ -45,17 +48,18 @@ class OfflineSageMaker(EmulatorControls):
         *,
         real_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.service = EmulatorService(scenario, real_clock=real_clock)
+        self.service = EmulatorService(scenario, real_clock=real_clock, publish_events=True)
         self._region = self.service.scenario.region
         self._host = host
         self._requested_port = port
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._pump: EventPump | None = None
 
     # ------------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> OfflineSageMaker:
-        """Bind the port and serve in a daemon thread; returns self."""
+        """Bind the port and serve in a daemon thread, with the event pump in another; returns self."""
         if self._server is not None:
             return self
         from werkzeug.serving import make_server
@@ -76,10 +80,14 @@ class OfflineSageMaker(EmulatorControls):
             daemon=True,
         )
         self._thread.start()
+        self._pump = EventPump(self.service.pump_events).start()
         return self
 
     def stop(self) -> None:
-        """Stop serving and release the port."""
+        """Stop the event pump, stop serving and release the port."""
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.stop()
         server, self._server = self._server, None
         if server is None:
             return

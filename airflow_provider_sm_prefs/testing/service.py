@@ -1,4 +1,5 @@
-"""Everything behind the HTTP layer of the offline SageMaker, under one lock: engine, API, faults, stats.
+"""Everything behind the HTTP layer of the offline SageMaker, under one lock: engine, API, faults, stats,
+and the EventBridge events of the jobs' state changes (:mod:`.events`).
 
 :class:`EmulatorService` answers one emulated SageMaker call as a :class:`~.responses.Response` (faults
 first, so a faulted call has no side effects) and carries the admin operations, reachable both as
@@ -16,8 +17,10 @@ from typing import Any
 from airflow_provider_sm_prefs.testing.admin import dispatch
 from airflow_provider_sm_prefs.testing.api import SageMakerApi
 from airflow_provider_sm_prefs.testing.engine import Engine
+from airflow_provider_sm_prefs.testing.events import EventPublisher, put_on_default_bus
 from airflow_provider_sm_prefs.testing.exceptions import ApiError, SerializationError
 from airflow_provider_sm_prefs.testing.faults import Fault, FaultInjector
+from airflow_provider_sm_prefs.testing.models import Job, JobKind
 from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, access_key_id
 from airflow_provider_sm_prefs.testing.responses import Response, dropped, error_response, json_response
 from airflow_provider_sm_prefs.testing.scenario import load_scenario
@@ -37,6 +40,8 @@ class EmulatorService:
     :param scenario: a builtin scenario name, a path, a dict or a :class:`Scenario`.
     :param real_clock: monotonic real seconds, injectable for tests.
     :param wall_clock: real epoch seconds, injectable for tests.
+    :param publish_events: record the jobs' EventBridge events for :meth:`pump_events` to deliver (the
+        server turns it on and runs the pump; without a pump nobody would take them).
     """
 
     def __init__(
@@ -45,13 +50,19 @@ class EmulatorService:
         *,
         real_clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        publish_events: bool = False,
     ) -> None:
         self.lock = threading.RLock()
+        # Held by the one delivering (outside ``lock``), so events leave in the order they were taken.
+        self._delivery_lock = threading.Lock()
         loaded = load_scenario(scenario)
         self.engine = Engine(loaded, real_clock=real_clock, wall_clock=wall_clock)
         self.api = SageMakerApi(self.engine)
         self._injector = FaultInjector(loaded)
         self._stats = Stats()
+        self.events = EventPublisher(loaded, self._describe, real_clock=real_clock)
+        if publish_events:
+            self.engine.observer = self.events.record
 
     @property
     def scenario(self) -> Scenario:
@@ -101,12 +112,33 @@ class EmulatorService:
             date = self.engine.now()
         return json_response(200, result, date)
 
+    # ------------------------------------------------------------------------------------- events
+
+    def _describe(self, job: Job) -> dict[str, Any]:
+        """The Describe response of ``job`` as it is now: the detail of its EventBridge events."""
+        if job.kind is JobKind.TRAINING:
+            return self.api.describe_training(job)
+        return self.api.describe_processing(job)
+
+    def pump_events(self) -> int:
+        """One tick of the event pump: advance the world to now, then deliver the due events to the default
+        bus of the scenario's account and region (outside the lock); returns how many were delivered."""
+        with self._delivery_lock:
+            with self.lock:
+                self.engine.sync()
+                due = self.events.take_due()
+                scenario = self.engine.scenario
+            for envelope, epoch in due:
+                put_on_default_bus(envelope, epoch, scenario.account_id, scenario.region)
+        return len(due)
+
     # ----------------------------------------------------------------------------- admin (methods)
 
     def stats(self) -> dict[str, Any]:
-        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, and per job."""
+        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, and per job; and
+        the EventBridge event counters under ``events``."""
         with self.lock:
-            return self._stats.snapshot()
+            return {**self._stats.snapshot(), "events": self.events.snapshot()}
 
     def jobs(self) -> list[dict[str, Any]]:
         """Admin views of all jobs in creation order."""
@@ -140,6 +172,7 @@ class EmulatorService:
     def _restart(self, scenario: Scenario) -> None:
         self._injector = FaultInjector(scenario)
         self._stats = Stats()
+        self.events.restart(scenario)
 
     def clock(self) -> dict[str, float]:
         """Emulated now, seconds since the world started, and the time scale."""
@@ -180,6 +213,29 @@ class EmulatorService:
         """The faults and rate limits in force."""
         with self.lock:
             return self._injector.settings()
+
+    def set_events(
+        self,
+        delay_seconds: float | None = None,
+        loss_rate: float | None = None,
+        duplicate_rate: float | None = None,
+        enabled: bool | None = None,
+    ) -> dict[str, Any]:
+        """Change how events reach EventBridge; None keeps a setting. Returns the settings in force."""
+        changes = {
+            "delay_seconds": delay_seconds,
+            "loss_rate": loss_rate,
+            "duplicate_rate": duplicate_rate,
+            "enabled": enabled,
+        }
+        with self.lock:
+            self.events.update(changes)
+        return self.event_settings()
+
+    def event_settings(self) -> dict[str, Any]:
+        """The EventBridge event settings in force."""
+        with self.lock:
+            return self.events.settings.as_dict()
 
     def stop_all_jobs(self) -> int:
         """Stop every non-terminal job; returns how many were asked to stop."""
