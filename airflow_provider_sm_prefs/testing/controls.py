@@ -72,6 +72,28 @@ class EmulatorControls:
                 self.__dict__["_boto3_session"] = session
             return session.client(service_name, endpoint_url=self.endpoint_url, **kwargs)
 
+    def create_event_queue(self, name: str = "sagemaker-job-events", job_name_prefix: str | None = None) -> str:
+        """An SQS queue fed by an EventBridge rule on SageMaker's job state-change events; its URL.
+
+        What docs/events.md sets up on AWS, here at this endpoint: the queue, a rule named ``name`` on
+        ``source: aws.sagemaker`` and both job detail-types (narrowed to job names starting with
+        ``job_name_prefix`` if given), and the queue as its target. Point ``[sm_prefs] event_queue_url``
+        (or the connection extra ``sm_prefs_event_queue_url``) at the URL to run triggers in event mode.
+        """
+        sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
+        url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        pattern: dict[str, Any] = {
+            "source": ["aws.sagemaker"],
+            "detail-type": ["SageMaker Training Job State Change", "SageMaker Processing Job State Change"],
+        }
+        if job_name_prefix:
+            prefix = [{"prefix": job_name_prefix}]
+            pattern["detail"] = {"$or": [{"TrainingJobName": prefix}, {"ProcessingJobName": prefix}]}
+        events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
+        events.put_targets(Rule=name, Targets=[{"Id": "sm-prefs-queue", "Arn": arn}])
+        return url
+
     def airflow_env(self, conn_id: str = "aws_default") -> dict[str, str]:
         """Environment variables defining an Airflow AWS connection to this endpoint, plus fake AWS creds."""
         connection = {

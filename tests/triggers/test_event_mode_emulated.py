@@ -1,0 +1,103 @@
+"""Event mode end to end in one process: the offline SageMaker's own EventBridge events, a rule, a queue.
+
+Jobs get capacity one after another while their triggers wait in event mode with a safety List cadence
+far longer than the test: each wait must end on its event, with one Describe per job. With every event
+lost, the same waits end on the safety passes; with every event duplicated, nothing is Described twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
+from airflow_provider_sm_prefs.triggers import event_queue
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+
+G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
+PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
+N = 12
+STEP = 300  # emulated seconds between capacity steps (0.5 s real at 600x)
+
+
+def scenario() -> dict[str, Any]:
+    start = 600  # the first step comes 1 s (real) after the world starts: every trigger is waiting by then
+    windows = [{"from": start + i * STEP, "free": 4 * (i + 1)} for i in range(N)]
+    for i in range(N - 1):
+        windows[i]["to"] = windows[i + 1]["from"]
+    return {
+        "time_scale": 600,
+        "job_runtime_seconds": 86400,
+        "phase_seconds": {"starting": 60, "downloading": 60, "uploading": 30, "stopping": 30},
+        "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "to": start, "free": 0}, *windows]},
+    }
+
+
+def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[list[dict[str, Any]], Any]:
+    """N jobs, each waited for in event mode; their events and the consumer's stats."""
+    url = sm.create_event_queue(f"sm-events-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", str(safety))
+    client = sm.boto3_client("sagemaker")
+    names = [f"evm-{i:02d}" for i in range(N)]
+    created = {}
+    for name in names:
+        request, _ = build_request("training", training_config(name, max_runtime_seconds=86400), PREFS, 86400)
+        client.create_training_job(**request)
+        created[name] = creation_time_of(client.describe_training_job(TrainingJobName=name))
+
+    async def one(name: str) -> dict[str, Any]:
+        trig = SageMakerCapacityTrigger(
+            job_name=name, preferences=PREFS, poll_interval=0.5, creation_time=created[name]
+        )
+        async for event in trig.run():
+            return dict(event.payload)
+        raise AssertionError("no event")
+
+    stats: list[Any] = []
+
+    async def main() -> list[dict[str, Any]]:
+        tasks = [asyncio.create_task(one(name)) for name in names]
+        await asyncio.sleep(0.5)
+        stats.extend(c.stats for c in event_queue._CONSUMERS.values() if c.queue_url == url)
+        return list(await asyncio.wait_for(asyncio.gather(*tasks), 60))
+
+    return asyncio.run(main()), stats[0]
+
+
+def describes(sm: Any) -> dict[str, int]:
+    return {name: ops.get("DescribeTrainingJob", 0) for name, ops in sm.stats()["jobs"].items()}
+
+
+def test_every_wait_ends_on_its_event_with_one_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    sm.load_scenario(scenario())
+    events, stats = run_waits(sm, monkeypatch, safety=600)
+    assert [e["status"] for e in events] == ["success"] * N
+    assert [e["outcome"]["selected_instance_type"] for e in events] == [G5] * N
+    # One Describe by the test before the wait, one by the trigger after its event.
+    assert set(describes(sm).values()) == {2}
+    assert stats.woke >= N
+    # The first pass of the List loop, nothing after: the safety cadence is 600 s.
+    assert sm.stats()["operations"]["ListTrainingJobs"] <= 2
+
+
+def test_with_every_event_lost_the_safety_passes_end_the_waits(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm.load_scenario({**scenario(), "events": {"loss_rate": 1.0}})
+    events, stats = run_waits(sm, monkeypatch, safety=2)
+    assert [e["status"] for e in events] == ["success"] * N
+    assert stats.woke == 0
+    assert sm.stats()["events"]["lost"] > 0
+
+
+def test_duplicated_events_cost_no_second_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    sm.load_scenario({**scenario(), "events": {"duplicate_rate": 1.0}})
+    events, stats = run_waits(sm, monkeypatch, safety=600)
+    assert [e["status"] for e in events] == ["success"] * N
+    assert set(describes(sm).values()) == {2}
+    assert sm.stats()["events"]["duplicated"] > 0

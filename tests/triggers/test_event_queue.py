@@ -1,0 +1,392 @@
+"""Event mode against the offline SageMaker's SQS: real aiobotocore HTTP, real queues.
+
+The events here are put on the queue by the test in EventBridge's envelope (what a rule with an SQS
+target delivers), so each test decides exactly which event arrives when; the emulator's own events are
+tested end to end in tests/testing/test_emulator_events.py and tests/triggers/test_event_mode_emulated.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+from aiobotocore.session import get_session
+
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.testing.jobs import training_config
+from airflow_provider_sm_prefs.triggers import event_queue
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+from airflow_provider_sm_prefs.triggers.event_queue import (
+    EventQueueConsumer,
+    configured_queue_url,
+    parse_event,
+)
+
+G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
+PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
+TRAINING = "SageMaker Training Job State Change"
+G5_FREE_AT = 5000
+
+
+def envelope(detail_type: str, detail: dict[str, Any], event_id: str | None = None) -> str:
+    return json.dumps(
+        {
+            "version": "0",
+            "id": event_id or str(uuid.uuid4()),
+            "detail-type": detail_type,
+            "source": "aws.sagemaker",
+            "account": "123456789012",
+            "time": "2026-12-01T02:00:00Z",
+            "region": "us-east-1",
+            "resources": [],
+            "detail": detail,
+        }
+    )
+
+
+def as_detail(describe: dict[str, Any]) -> dict[str, Any]:
+    """A Describe response as an event's detail carries it (timestamps as epoch milliseconds)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items() if k != "ResponseMetadata"}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    result: dict[str, Any] = plain(describe)
+    return result
+
+
+def new_queue(sm: Any) -> str:
+    url: str = sm.boto3_client("sqs").create_queue(QueueName=f"sm-events-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    return url
+
+
+def queue_depth(sm: Any, url: str) -> int:
+    attributes = sm.boto3_client("sqs").get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def sqs_opener(sm: Any) -> Callable[[], Any]:
+    async def opener() -> Any:
+        return get_session().create_client(
+            "sqs",
+            endpoint_url=sm.endpoint_url,
+            region_name=sm.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    return opener
+
+
+def pending_job(sm: Any, name: str) -> dict[str, Any]:
+    """A training job Pending on a frozen clock; G5 frees at G5_FREE_AT emulated seconds."""
+    client = sm.boto3_client("sagemaker")
+    request, _ = build_request("training", training_config(name, max_runtime_seconds=86400), PREFS, 86400)
+    client.create_training_job(**request)
+    sm.advance(120)
+    describe: dict[str, Any] = client.describe_training_job(TrainingJobName=name)
+    assert describe["SecondaryStatus"] == "Pending"
+    return describe
+
+
+FROZEN = {
+    "time_scale": 0,
+    "job_runtime_seconds": 86400,
+    "phase_seconds": {"starting": 60, "downloading": 60, "uploading": 30, "stopping": 30},
+    "capacity": {
+        G6: [{"from": 0, "free": 0}],
+        G5: [{"from": 0, "to": G5_FREE_AT, "free": 0}, {"from": G5_FREE_AT, "free": 8}],
+    },
+}
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_consumers() -> Any:
+    yield
+    event_queue._CONSUMERS.clear()
+
+
+# ----------------------------------------------------------------------------------------- parsing
+
+
+def test_parse_event_reads_sagemaker_job_events_only() -> None:
+    event = parse_event(
+        envelope(TRAINING, {"TrainingJobName": "a", "TrainingJobStatus": "InProgress"}, "e-1")
+    )
+    assert event is not None
+    assert (event.kind, event.job_name, event.event_id) == (JobKind.TRAINING, "a", "e-1")
+    processing = parse_event(envelope("SageMaker Processing Job State Change", {"ProcessingJobName": "p"}))
+    assert processing is not None and processing.kind is JobKind.PROCESSING
+    assert parse_event("not json") is None
+    assert parse_event(json.dumps({"source": "aws.ec2", "detail-type": TRAINING, "detail": {}})) is None
+    assert parse_event(envelope("SageMaker Endpoint State Change", {"EndpointName": "e"})) is None
+    assert parse_event(envelope(TRAINING, {"TrainingJobStatus": "InProgress"})) is None
+
+
+def test_the_queue_comes_from_the_connection_extra_else_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", "https://sqs/q-config")
+    assert configured_queue_url(None) == "https://sqs/q-config"
+    assert configured_queue_url({"endpoint_url": "x"}) == "https://sqs/q-config"
+    assert configured_queue_url({"sm_prefs_event_queue_url": "https://sqs/q-conn"}) == "https://sqs/q-conn"
+    assert configured_queue_url({"sm_prefs_event_queue_url": ""}) is None  # off for this connection
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", "")
+    assert configured_queue_url({}) is None
+
+
+# ------------------------------------------------------------------------------ consumer, real SQS
+
+
+def test_a_watched_jobs_event_wakes_it_and_is_deleted_a_duplicate_too(sm: Any) -> None:
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+
+    async def main() -> tuple[list[dict[str, Any]], EventQueueConsumer]:
+        consumer = EventQueueConsumer(("t", url), sqs_opener(sm), url)
+        got: list[dict[str, Any]] = []
+        unsubscribe = consumer.subscribe(JobKind.TRAINING, "job-a", got.append)
+        await wait_until(lambda: consumer.healthy, 10, "the first receive")
+        body = envelope(TRAINING, {"TrainingJobName": "job-a", "SecondaryStatus": "Downloading"}, "dup-1")
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        sqs.send_message(QueueUrl=url, MessageBody=body)  # EventBridge may deliver an event twice
+        await wait_until(lambda: consumer.stats.duplicates == 1, 10, "both copies")
+        unsubscribe()
+        return got, consumer
+
+    got, consumer = asyncio.run(main())
+    assert got == [{"TrainingJobName": "job-a", "SecondaryStatus": "Downloading"}]
+    assert consumer.stats.woke == 1 and consumer.stats.passed == 0
+    assert queue_depth(sm, url) == 0
+
+
+def test_two_consumers_of_one_queue_each_get_the_events_of_their_own_jobs(sm: Any) -> None:
+    """Two consumers, each in its own thread and event loop (as two triggerers), 10 jobs each.
+
+    Every event reaches the consumer watching its job, whichever consumer SQS hands it to first; the
+    events nobody watches are dropped once both have seen them.
+    """
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+    jobs = {"a": [f"a-{i}" for i in range(10)], "b": [f"b-{i}" for i in range(10)]}
+    consumers = {side: EventQueueConsumer((side, url), sqs_opener(sm), url) for side in jobs}
+    woke: dict[str, dict[str, float]] = {side: {} for side in jobs}
+    ready = threading.Barrier(3)
+    sent_at: list[float] = []
+
+    def side(name: str) -> None:
+        async def main() -> None:
+            consumer = consumers[name]
+            for job in jobs[name]:
+                consumer.subscribe(
+                    JobKind.TRAINING,
+                    job,
+                    lambda d: woke[name].setdefault(d["TrainingJobName"], time.monotonic()),
+                )
+            other = consumers["b" if name == "a" else "a"]
+            await wait_until(lambda: other.consumer_id in consumer.live_peers(), 40, "the peer's presence")
+            await asyncio.to_thread(ready.wait, 60)
+            await wait_until(lambda: len(woke[name]) == 10, 30, f"{name}'s events")
+            await asyncio.sleep(2)  # the events of nobody's job ("x-*") go round and are dropped
+            consumer._task.cancel()  # type: ignore[union-attr]
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=side, args=(name,)) for name in jobs]
+    for thread in threads:
+        thread.start()
+    ready.wait(60)
+    sent_at.append(time.monotonic())
+    for a, b in zip(jobs["a"], jobs["b"], strict=True):
+        for name in (b, a, f"x-{a}"):
+            sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": name}))
+    for thread in threads:
+        thread.join(90)
+    assert {s: sorted(w) for s, w in woke.items()} == {s: sorted(n) for s, n in jobs.items()}
+    latency = max(t - sent_at[0] for w in woke.values() for t in w.values())
+    assert latency < 5, latency
+    stats = {name: consumer.stats for name, consumer in consumers.items()}
+    assert sum(s.woke for s in stats.values()) == 20
+    assert sum(s.expired for s in stats.values()) == 10  # nobody's events, each dropped once
+    assert queue_depth(sm, url) == 0
+
+
+def test_alone_an_event_nobody_watches_is_dropped_at_once(sm: Any) -> None:
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+
+    async def main() -> EventQueueConsumer:
+        consumer = EventQueueConsumer(("alone", url), sqs_opener(sm), url)
+        consumer.subscribe(JobKind.TRAINING, "watched", lambda d: None)
+        await wait_until(lambda: consumer.healthy, 10, "the first receive")
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": "someone-elses"}))
+        sqs.send_message(QueueUrl=url, MessageBody="not an event")
+        await wait_until(lambda: consumer.stats.expired == 1 and consumer.stats.foreign == 1, 20, "both")
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert consumer.stats.passed == 0 and consumer.stats.woke == 0
+    assert queue_depth(sm, url) == 0
+
+
+def test_an_event_for_a_silent_peer_is_offered_until_the_horizon(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer that announced itself and then stopped reading: the event goes round until HORIZON."""
+    monkeypatch.setattr(event_queue, "HORIZON", 4.0)
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+
+    async def main() -> EventQueueConsumer:
+        consumer = EventQueueConsumer(("left", url), sqs_opener(sm), url)
+        consumer.subscribe(JobKind.TRAINING, "watched", lambda d: None)
+        await wait_until(lambda: consumer.healthy, 10, "the first receive")
+        sqs.send_message(
+            QueueUrl=url, MessageBody=json.dumps({event_queue.PRESENCE: "ghost", "at": time.time()})
+        )
+        await wait_until(lambda: "ghost" in consumer.live_peers(), 10, "the ghost's presence")
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": "ghosts-job"}))
+        await wait_until(lambda: consumer.stats.expired == 1, 20, "the horizon")
+        return consumer
+
+    started = time.monotonic()
+    consumer = asyncio.run(main())
+    assert consumer.stats.passed >= 2  # at once, then again a second later, ... until HORIZON
+    assert time.monotonic() - started >= 4.0
+
+
+# ------------------------------------------------------------------------------ triggers, event mode
+
+
+def run_trigger(
+    sm: Any, name: str, describe: dict[str, Any], steps: Callable[[SageMakerCapacityTrigger], Any]
+) -> tuple[dict[str, Any], float]:
+    """Run the trigger with ``steps(trigger)`` alongside; returns its event and seconds after steps ended."""
+
+    async def main() -> tuple[dict[str, Any], float]:
+        trig = SageMakerCapacityTrigger(
+            job_name=name, preferences=PREFS, poll_interval=0.2, creation_time=creation_time_of(describe)
+        )
+
+        async def first() -> dict[str, Any]:
+            async for event in trig.run():
+                return dict(event.payload)
+            raise AssertionError("no event")
+
+        task = asyncio.create_task(first())
+        await steps(trig)
+        ended = time.monotonic()
+        event = await asyncio.wait_for(task, 30)
+        return event, time.monotonic() - ended
+
+    return asyncio.run(main())
+
+
+def consumer_of(url: str) -> EventQueueConsumer:
+    """The process's consumer of ``url`` (while its loop runs)."""
+    found = [c for c in event_queue._CONSUMERS.values() if c.queue_url == url]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_in_event_mode_an_event_wakes_the_trigger_and_listing_slows_down(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm.load_scenario(FROZEN)
+    url = new_queue(sm)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", "600")
+    describe = pending_job(sm, "ev-1")
+    sqs = sm.boto3_client("sqs")
+    listed: list[int] = []
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await wait_until(lambda: any(c.healthy for c in event_queue._CONSUMERS.values()), 10, "event mode")
+        await asyncio.sleep(1.0)  # the first (early) List pass; then passes every 600 s
+        sm.advance(G5_FREE_AT)  # the job gets capacity: only an event can tell the trigger now
+        before = sm.stats()["operations"].get("ListTrainingJobs", 0)
+        await asyncio.sleep(2.0)
+        listed.append(sm.stats()["operations"].get("ListTrainingJobs", 0) - before)
+        now = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName="ev-1")
+        described.append(sm.stats()["jobs"]["ev-1"]["DescribeTrainingJob"])
+        consumers.append(consumer_of(url))
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, as_detail(now)))
+
+    described: list[int] = []
+    consumers: list[EventQueueConsumer] = []
+    event, after = run_trigger(sm, "ev-1", describe, steps)
+    assert event["status"] == "success", event
+    assert event["outcome"]["selected_instance_type"] == G5
+    assert listed == [0]  # no List pass in 2 s at poll_interval=0.2: the safety cadence applies
+    assert after < 5
+    # The trigger Described the job once, after the event (the rest are the test's own).
+    assert sm.stats()["jobs"]["ev-1"]["DescribeTrainingJob"] == described[0] + 1
+    assert consumers[0].stats.woke == 1
+
+
+def test_in_event_mode_a_lost_event_costs_one_safety_pass_not_the_wait(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm.load_scenario(FROZEN)
+    url = new_queue(sm)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", "3")
+    describe = pending_job(sm, "ev-lost")
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await wait_until(lambda: any(c.healthy for c in event_queue._CONSUMERS.values()), 10, "event mode")
+        consumers.append(consumer_of(url))
+        sm.advance(G5_FREE_AT)  # and no event ever comes
+
+    consumers: list[EventQueueConsumer] = []
+    event, after = run_trigger(sm, "ev-lost", describe, steps)
+    assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G5
+    assert after < 10
+    assert consumers[0].stats.woke == 0
+
+
+def test_an_unreadable_queue_falls_back_to_the_usual_list_cadence(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sm.load_scenario(FROZEN)
+    missing = sm.boto3_client("sqs").create_queue(QueueName=f"gone-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    sm.boto3_client("sqs").delete_queue(QueueUrl=missing)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", missing)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", "600")
+    describe = pending_job(sm, "ev-gone")
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await wait_until(
+            lambda: any(c.stats.errors for c in event_queue._CONSUMERS.values()), 10, "the error"
+        )
+        sm.advance(G5_FREE_AT)
+
+    with caplog.at_level("WARNING"):
+        event, after = run_trigger(sm, "ev-gone", describe, steps)
+    assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G5
+    assert after < 5  # listed at poll_interval, not at the 600 s safety cadence
+    assert "cannot be read" in caplog.text and "fall back to the List loop" in caplog.text
