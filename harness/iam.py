@@ -60,6 +60,14 @@ class Request:
         return f"{self.action} on {self.resource}{extra}"
 
 
+#: SQS batch calls are authorised by the action of the single call.
+SQS_ACTIONS = {
+    "DeleteMessageBatch": "sqs:DeleteMessage",
+    "SendMessageBatch": "sqs:SendMessage",
+    "ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
 def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "123456789012") -> set[Request]:
     """The IAM requests AWS would authorise for ``calls``.
 
@@ -71,15 +79,10 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
         if (call.service, call.operation) in UNAUTHORISED_CALLS:
             continue
         if call.service == "s3":
-            bucket = str(call.params.get("Bucket", "*"))
-            key = call.params.get("Key")
-            action = S3_ACTIONS.get(call.operation, f"s3:{call.operation}")
-            resource = (
-                f"arn:aws:s3:::{bucket}/{key}"
-                if key is not None and action != "s3:ListBucket"
-                else f"arn:aws:s3:::{bucket}"
-            )
-            requests.add(Request(action, resource))
+            requests.add(_s3_request(call))
+            continue
+        if call.service == "sqs":
+            requests.add(_sqs_request(call, region, account))
             continue
         if call.service == "logs":
             requests.add(Request(f"logs:{call.operation}", _logs_resource(call.params, region, account)))
@@ -108,6 +111,26 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
                 Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
             )
     return requests
+
+
+def _s3_request(call: Call) -> Request:
+    """An S3 call on its bucket, or on its object when it names a key (ListBucket: the bucket)."""
+    bucket = str(call.params.get("Bucket", "*"))
+    key = call.params.get("Key")
+    action = S3_ACTIONS.get(call.operation, f"s3:{call.operation}")
+    resource = (
+        f"arn:aws:s3:::{bucket}/{key}"
+        if key is not None and action != "s3:ListBucket"
+        else f"arn:aws:s3:::{bucket}"
+    )
+    return Request(action, resource)
+
+
+def _sqs_request(call: Call, region: str, account: str) -> Request:
+    """An SQS call on the queue its ``QueueUrl`` names (the queue name is the URL's last part)."""
+    name = str(call.params.get("QueueUrl", "")).rstrip("/").rsplit("/", 1)[-1] or "*"
+    action = SQS_ACTIONS.get(call.operation, f"sqs:{call.operation}")
+    return Request(action, f"arn:aws:sqs:{region}:{account}:{name}")
 
 
 def _logs_resource(params: Mapping[str, Any], region: str, account: str) -> str:

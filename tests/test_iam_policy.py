@@ -99,6 +99,8 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
         for item in s3.list_objects_v2(Bucket="sm-prefs-demo").get("Contents", []):
             s3.delete_object(Bucket="sm-prefs-demo", Key=item["Key"])
         s3.delete_bucket(Bucket="sm-prefs-demo")
+    # Event mode's queue and rule exist before recording: setting them up is the deployment's job.
+    event_queue_url = sm.create_event_queue("sagemaker-job-events")
     try:
         with iam.recording_calls() as calls:
             sm.load_scenario(
@@ -199,6 +201,30 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             asyncio.run(SageMakerCapacityTrigger("killed", poll_interval=0.1).on_kill())
             states["on-kill"] = sm.job("killed")["status"]
             _count(stats, sm.stats())
+
+            # Event mode: the wait reads the queue (ReceiveMessage, DeleteMessageBatch) and announces
+            # its consumer to its peers (SendMessage, SendMessageBatch).
+            os.environ["AIRFLOW__SM_PREFS__EVENT_QUEUE_URL"] = event_queue_url
+            try:
+                sm.load_scenario(
+                    {
+                        "time_scale": 600,
+                        "job_runtime_seconds": 600,
+                        "capacity": {
+                            G6: [{"from": 0, "free": 0}],
+                            G5: [{"from": 0, "to": 3000, "free": 0}, {"from": 3000, "free": 8}],
+                        },
+                    }
+                )
+                request, prefs = build_request("training", training_config("evented"), [G6, G5], 86400)
+                hook.create_job(JobKind.TRAINING, request, prefs)
+                event = run_trigger(
+                    SageMakerCapacityTrigger("evented", preferences=prefs.as_list(), poll_interval=0.5)
+                )
+                states["event-mode"] = event["status"]
+            finally:
+                os.environ.pop("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", None)
+            _count(stats, sm.stats())
     finally:
         for key, value in saved.items():
             if value is None:
@@ -229,6 +255,7 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "guardrails": "success",
         "processing-deadline": "failed",
         "processing-completion": "success",
+        "event-mode": "success",
     }
 
 
