@@ -90,26 +90,31 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
         if call.service != "sagemaker":
             requests.add(Request(f"{call.service}:{call.operation}", "*"))
             continue
-        resource = "*"
-        for param, kind in _JOB_RESOURCE.items():
-            if param in call.params:
-                value = str(call.params[param])
-                # A training plan may be named by its ARN; AWS lower-cases job names in ARNs.
-                resource = (
-                    value
-                    if value.startswith("arn:")
-                    else f"arn:aws:sagemaker:{region}:{account}:{kind}/{value.lower()}"
-                )
-        requests.add(Request(f"sagemaker:{call.operation}", resource))
-        if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
-            requests.add(
-                Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),))
+        requests.update(_sagemaker_requests(call, region, account))
+    return requests
+
+
+def _sagemaker_requests(call: Call, region: str, account: str) -> set[Request]:
+    """A SageMaker call on the job it names, plus AddTags for tags on create and PassRole for a role."""
+    requests: set[Request] = set()
+    resource = "*"
+    for param, kind in _JOB_RESOURCE.items():
+        if param in call.params:
+            value = str(call.params[param])
+            # A training plan may be named by its ARN; AWS lower-cases job names in ARNs.
+            resource = (
+                value
+                if value.startswith("arn:")
+                else f"arn:aws:sagemaker:{region}:{account}:{kind}/{value.lower()}"
             )
-        role = call.params.get("RoleArn")
-        if role:
-            requests.add(
-                Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
-            )
+    requests.add(Request(f"sagemaker:{call.operation}", resource))
+    if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
+        requests.add(Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),)))
+    role = call.params.get("RoleArn")
+    if role:
+        requests.add(
+            Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
+        )
     return requests
 
 

@@ -72,7 +72,9 @@ class EmulatorControls:
                 self.__dict__["_boto3_session"] = session
             return session.client(service_name, endpoint_url=self.endpoint_url, **kwargs)
 
-    def create_event_queue(self, name: str = "sagemaker-job-events", job_name_prefix: str | None = None) -> str:
+    def create_event_queue(
+        self, name: str = "sagemaker-job-events", job_name_prefix: str | None = None
+    ) -> str:
         """An SQS queue fed by an EventBridge rule on SageMaker's job state-change events; its URL.
 
         What docs/events.md sets up on AWS, here at this endpoint: the queue, a rule named ``name`` on

@@ -89,6 +89,8 @@ PASSED_BY = "sm-prefs-passed-by"
 FIRST_SENT = "sm-prefs-first-sent"
 #: The body key of a presence message.
 PRESENCE = "sm-prefs-consumer"
+#: Marks a presence message offered again among the copies to send (never sent).
+PRESENCE_ATTRIBUTE = "_presence"
 #: Event ids remembered, to drop duplicates.
 REMEMBER = 20_000
 #: After the queue failed for a non-transient reason (deleted, access denied), try again this often.
@@ -324,10 +326,16 @@ class EventQueueConsumer:
                 resend[entry["Id"]] = (entry, {"Id": entry["Id"], **copy})
         passed = False
         if resend:
-            for key in await self._send(client, [item for _, item in resend.values()]):
+            copies = [
+                {k: v for k, v in item.items() if k != PRESENCE_ATTRIBUTE} for _, item in resend.values()
+            ]
+            for key in await self._send(client, copies):
                 delete.append(resend[key][0])
-                self.stats.passed += 1
                 passed = True
+                if PRESENCE_ATTRIBUTE in resend[key][1]:
+                    self.stats.presence_sent += 1
+                else:
+                    self.stats.passed += 1
         if delete:
             self.stats.deleted += len(delete)
             await self._quietly(client.delete_message_batch(QueueUrl=self.queue_url, Entries=delete))
@@ -352,7 +360,7 @@ class EventQueueConsumer:
         if now - announced >= PRESENCE_OFFER:
             return None
         # Our own presence came back before anyone else took it: offer it once more, a little later.
-        return {"MessageBody": body, "DelaySeconds": PASS_AGAIN_DELAY}
+        return {"MessageBody": body, "DelaySeconds": PASS_AGAIN_DELAY, PRESENCE_ATTRIBUTE: True}
 
     def _route(self, message: dict[str, Any], now: float) -> dict[str, Any] | None:
         """Handle one message: None to delete it, or the copy to pass on (see the module docstring)."""
