@@ -42,6 +42,8 @@ CALL_HEADERS = (
     "throttled",
     "failed",
     "undetected",
+    "List pages/pass",
+    "SQS calls",
 )
 RESOURCE_HEADERS = (
     "N",
@@ -96,6 +98,8 @@ def call_rows(runs: Sequence[Mapping[str, Any]], throttled: bool) -> list[list[s
                 _num(calls["throttled_total"]),
                 _num(f["tasks"]["failed"]),
                 _num(f["tasks"]["undetected_at_end"]),
+                _num(model.get("list_pages_per_pass")),
+                _num((calls.get("sqs") or {}).get("total")),
             ]
         )
     return rows

@@ -42,6 +42,9 @@ _GRID = 2.0**-10
 _STEP_DOWN_EARLY = 8 * _GRID
 #: SageMaker's upper bound for MaxPendingTimeInSeconds (28 days): no job expires during a run.
 MAX_PENDING_SECONDS = 2_419_200
+#: The access key id the harness signs its own calls with; the trigger process signs with
+#: ``processes.FAKE_KEY``, and the emulator counts calls per access key id.
+HARNESS_KEY = "bench-harness"
 
 CONFIG: dict[str, Any] = {
     "AlgorithmSpecification": {
@@ -151,8 +154,29 @@ def create_request(job_name: str) -> dict[str, Any]:
     return request
 
 
+_SESSIONS: dict[str, Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def harness_client(emulator: Any, service_name: str = "sagemaker") -> Any:
+    """A boto3 client on the emulator's endpoint signed with :data:`HARNESS_KEY`.
+
+    One session per region (building one loads every service model); sessions are not thread-safe.
+    """
+    import boto3
+
+    with _SESSION_LOCK:
+        session = _SESSIONS.get(emulator.region)
+        if session is None:
+            session = _SESSIONS[emulator.region] = boto3.session.Session(
+                aws_access_key_id=HARNESS_KEY, aws_secret_access_key=HARNESS_KEY, region_name=emulator.region
+            )
+        return session.client(service_name, endpoint_url=emulator.endpoint_url)
+
+
 def submit_jobs(emulator: Any, names: Sequence[str], threads: int = 8) -> int:
-    """Create every job (boto3, a few threads, in name order as far as threads allow).
+    """Create every job (boto3, a few threads, in name order as far as threads allow), signed with
+    :data:`HARNESS_KEY`.
 
     :param emulator: an ``OfflineSageMaker``/``RemoteSageMaker`` handle.
     :returns: how many jobs were created.
@@ -162,7 +186,7 @@ def submit_jobs(emulator: Any, names: Sequence[str], threads: int = 8) -> int:
     def create(name: str) -> bool:
         client = getattr(local, "client", None)
         if client is None:
-            client = local.client = emulator.boto3_client("sagemaker")
+            client = local.client = harness_client(emulator)
         client.create_training_job(**create_request(name))
         return True
 
