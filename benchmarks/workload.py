@@ -8,6 +8,9 @@ upload phase): the stock trigger only reports terminal states, so this puts the 
 can see "capacity acquired" within milliseconds of the selection. Each step is paired with a
 step down just before that job ends, so an instance freed by a finished job never starts a second job.
 
+Other jobs of the account (a history of ended jobs, a stream of short new ones) are
+:mod:`benchmarks.background`'s; a workload only says how many.
+
 All times in a scenario are emulated seconds since the scenario was loaded.
 """
 
@@ -69,6 +72,8 @@ class Workload:
     :param span: emulated seconds over which the N steps are spread.
     :param seed: seed of the step times; the same seed gives every variant the same schedule.
     :param rate_limits: ``{operation: calls per second}`` the emulator enforces (empty = none).
+    :param history_jobs: ended jobs of others created before ours (see :mod:`benchmarks.background`).
+    :param churn_rate: short jobs of others created per emulated hour while ours wait.
     """
 
     name: str
@@ -78,6 +83,8 @@ class Workload:
     span: float
     seed: int
     rate_limits: dict[str, float]
+    history_jobs: int = 0
+    churn_rate: float = 0.0
 
     @property
     def job_names(self) -> list[str]:
@@ -118,10 +125,16 @@ class Workload:
         return windows
 
     def scenario(self) -> dict[str, Any]:
-        """The emulator scenario (a mapping in the scenario-file form)."""
+        """The emulator scenario (a mapping in the scenario-file form).
+
+        Background jobs need nothing here: their type is not listed under ``capacity``, so unlimited.
+        """
+        description = f"{self.n_jobs} jobs wait for {SCARCE_TYPE}, which frees one instance at a time"
+        if self.history_jobs or self.churn_rate:
+            description += f"; other jobs: {self.history_jobs} ended before, {self.churn_rate:g} new per hour"
         return {
             "name": self.name,
-            "description": f"{self.n_jobs} jobs wait for {SCARCE_TYPE}, which frees one instance at a time",
+            "description": description,
             "time_scale": self.time_scale,
             "job_runtime_seconds": JOB_RUNTIME_SECONDS,
             "pending_timeout_outcome": "stopped",
