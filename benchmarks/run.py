@@ -49,6 +49,7 @@ from benchmarks.background import (
     count_by_status,
     create_history,
 )
+from benchmarks.events import EventRoute
 from benchmarks.processes import (
     EmulatorProcess,
     ProcessError,
@@ -59,7 +60,7 @@ from benchmarks.processes import (
     git_revision,
     machine_info,
 )
-from benchmarks.variants import ALL_VARIANTS, VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENT_QUEUE_ENV, EVENTS, VARIANTS
 from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -73,6 +74,7 @@ class Plan:
     :param sizes: numbers of concurrent jobs.
     :param variants: variant keys, run in this order at each size.
     :param throttled_size: N of the throttled runs (None: none).
+    :param throttled_variants: the variants of the throttled runs (None: every one in ``variants``).
     :param throttle_rate: DescribeTrainingJob and ListTrainingJobs calls per second the emulator allows.
     :param poll_interval: every variant's cadence (seconds).
     :param time_scale: emulated seconds per real second.
@@ -86,6 +88,8 @@ class Plan:
     :param warm_cap_per_job: warm-up cap per job (seconds).
     :param throttled_warm_cap: warm-up cap of the throttled runs (under the rate limit the per-job
         pollers cannot look at every job quickly anyway; what is measured there is failures).
+    :param warm_cap_max: the warm-up cap never exceeds this (its value at N=3,000, so sizes up to
+        3,000 keep their schedule, and N=10,000 does not wait 8 minutes for a look it may never take).
     :param setup_per_job: expected submission time per job (seconds), to place the first step.
     :param history_jobs: ended jobs of others created before ours (0: none).
     :param churn_rate: short jobs of others created per emulated hour while ours wait (0: none).
@@ -104,6 +108,7 @@ class Plan:
     sizes: tuple[int, ...] = (100, 1000, 3000)
     variants: tuple[str, ...] = ALL_VARIANTS
     throttled_size: int | None = 1000
+    throttled_variants: tuple[str, ...] | None = None
     throttle_rate: float = 10.0
     poll_interval: float = 30.0
     time_scale: float = 60.0
@@ -114,6 +119,7 @@ class Plan:
     warm_cap_base: float = 15.0
     warm_cap_per_job: float = 0.05
     throttled_warm_cap: float = 30.0
+    warm_cap_max: float = 165.0
     setup_per_job: float = 0.004
     history_jobs: int = 3000
     churn_rate: float = 300.0
@@ -130,7 +136,7 @@ class Plan:
 
     def warm_cap(self, n_jobs: int, throttled: bool = False) -> float:
         """Longest warm-up waited for at ``n_jobs`` before the capacity steps start anyway."""
-        cap = self.warm_cap_base + self.warm_cap_per_job * n_jobs
+        cap = min(self.warm_cap_base + self.warm_cap_per_job * n_jobs, self.warm_cap_max)
         return min(cap, self.throttled_warm_cap) if throttled else cap
 
     def history_seconds(self) -> float:
@@ -182,19 +188,24 @@ class Plan:
         The largest sizes come last, so that a tight budget drops them rather than the runs the
         targets are judged on.
         """
+        throttled = [
+            v for v in self.variants if self.throttled_variants is None or v in self.throttled_variants
+        ]
         order: list[tuple[int, str, bool]] = []
         for n in self.sizes:
             order += [(n, v, False) for v in self.variants]
             if n == self.throttled_size:
-                order += [(n, v, True) for v in self.variants]
+                order += [(n, v, True) for v in throttled]
         if self.throttled_size and self.throttled_size not in self.sizes:
-            order += [(self.throttled_size, v, True) for v in self.variants]
+            order += [(self.throttled_size, v, True) for v in throttled]
         return order
 
 
 SMOKE = Plan(
     sizes=(12,),
+    variants=(*ALL_VARIANTS, EVENTS),
     throttled_size=12,
+    throttled_variants=ALL_VARIANTS,
     throttle_rate=5.0,
     poll_interval=1.0,
     time_scale=60.0,
@@ -253,13 +264,19 @@ def _observed(
 def spawn_trigger_process(
     plan: Plan, emulator: Any, n_jobs: int, variant: str, throttled: bool, run_dir: Path
 ) -> TriggerProcess:
-    """Start the trigger process of one run; it imports everything and waits for GO."""
+    """Start the trigger process of one run; it imports everything and waits for GO.
+
+    For a variant in event mode, the run's SQS queue is created first and named in the process's
+    environment (:data:`~benchmarks.variants.EVENT_QUEUE_ENV`); its rule is put when the run starts.
+    """
     tag = f"n{n_jobs}-{variant}{'-throttled' if throttled else ''}"
+    route = EventRoute(emulator, f"sm-prefs-bench-{tag}") if VARIANTS[variant].event_mode else None
     env = child_env(
         {
             **bytecode_env(RESULTS / ".pycache"),
             **airflow_env(run_dir / "airflow_home", emulator.endpoint_url),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
+            **({EVENT_QUEUE_ENV: route.queue_url} if route is not None else {}),
         }
     )
     spec = {
@@ -275,7 +292,9 @@ def spawn_trigger_process(
         "output": str(run_dir / f"trigger-{tag}.json"),
         "profile": str(run_dir / f"profile-{tag}.prof") if plan.profile else None,
     }
-    return TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
+    child = TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
+    child.event_route = route
+    return child
 
 
 def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
@@ -465,8 +484,11 @@ def run_one(
     creator = JobCreator(emulator.endpoint_url, emulator.region)
     churn = ChurnStream(workload, creator, emulator.now)
     churn_counts: dict[str, int] = {}
+    route: EventRoute | None = child.event_route
     try:
         history = _create_history(workload, emulator, creator)
+        if route is not None:
+            route.connect()
         submit_started = time.monotonic()
         created = submit_jobs(emulator, names)
         submitted = time.monotonic()
@@ -528,6 +550,7 @@ def run_one(
                 "classpath": result.get("classpath"),
                 "kwargs_example": result.get("kwargs_example"),
                 "source_digest": result.get("source_digest"),
+                "event_queue_url": result.get("event_queue_url"),
                 # Raw material to recompute figures: seconds after GO of each job's selection.
                 "selected_after_go": _selected_after_go(jobs, names, clock, float(result["t_go"])),
                 "workload": _workload_record(workload),
@@ -538,6 +561,15 @@ def run_one(
         if child.proc.poll() is None:
             child.send("STOP")
             child.close(timeout=30.0)
+        if route is not None:
+            try:
+                record["event_route"] = route.close()
+            except Exception as err:  # never hide the run's own error behind the clean-up's
+                record["event_route"] = {
+                    "queue_url": route.queue_url,
+                    "error": f"{type(err).__name__}: {err}",
+                }
+            child.event_route = None
     return record
 
 
@@ -552,7 +584,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
     parser.add_argument(
         "--variants",
-        help=f"comma-separated subset of {','.join(ALL_VARIANTS)}",
+        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join(ALL_VARIANTS)})",
     )
     parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
     parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")
@@ -605,7 +637,7 @@ def _chosen_variants(parser: argparse.ArgumentParser, text: str) -> tuple[str, .
     chosen = tuple(v.strip() for v in text.split(",") if v.strip())
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
-        parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(ALL_VARIANTS)}")
+        parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     return chosen
 
 
@@ -724,10 +756,13 @@ def _start_parse(plan: Plan, result: dict[str, Any], output: Path) -> threading.
 
 
 def _stop(child: TriggerProcess | None, timeout: float = 10.0) -> None:
-    """Stop a trigger process that will not be measured (if there is one)."""
+    """Stop a trigger process that will not be measured (if there is one), and drop its event queue."""
     if child is not None:
         child.send("STOP")
         child.close(timeout=timeout)
+        if child.event_route is not None:
+            child.event_route.close()
+            child.event_route = None
 
 
 def _run_or_error(

@@ -14,7 +14,7 @@ from benchmarks.background import (
     JobCreator,
     history_requests,
 )
-from benchmarks.variants import ALL_VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENTS, VARIANTS
 
 #: first_step and sha256 (16 hex) of the scenario of each size before others' jobs existed: with
 #: ``--no-churn`` the benchmark must run exactly that workload, so the published tables stay reproducible.
@@ -47,10 +47,23 @@ def test_defaults_put_others_jobs_in_the_account() -> None:
     # The first step moves past the history's age, so the waiting window keeps its length.
     assert workload.first_step > NO_CHURN_WORKLOADS[(1000, False)][0] + 3600
     assert BACKGROUND_TYPE not in workload.scenario()["capacity"]
-    plan, _ = run._parse_args(["--history-jobs", "10", "--churn-rate", "60"])
-    assert (plan.history_jobs, plan.churn_rate) == (10, 60.0)
+    plan, _ = run._parse_args(["--history-jobs", "10", "--churn-rate", "60", "--variants", "events"])
+    assert (plan.history_jobs, plan.churn_rate, plan.variants) == (10, 60.0, ("events",))
     plan, _ = run._parse_args(["--history-jobs", "10", "--no-churn"])
     assert (plan.history_jobs, plan.churn_rate) == (0, 0.0)
+
+
+def test_events_is_ours_in_event_mode_and_the_smoke_runs_it_unthrottled() -> None:
+    events, ours = VARIANTS[EVENTS], VARIANTS["ours"]
+    assert events.event_mode and not ours.event_mode
+    assert events.classpath == ours.classpath and events.kwargs is ours.kwargs
+    assert (12, EVENTS, False) in run.SMOKE.runs() and (12, EVENTS, True) not in run.SMOKE.runs()
+
+
+def test_warm_up_cap_stops_growing_past_3000_jobs() -> None:
+    plan = run.Plan()
+    assert plan.warm_cap(3000) == 165.0 and plan.warm_cap(10_000) == 165.0
+    assert plan.warm_cap(1000) == 65.0 and plan.warm_cap(10_000, throttled=True) == 30.0
 
 
 def test_history_is_seeded_short_and_one_in_ten_fails() -> None:

@@ -2,7 +2,7 @@
 
 Only the shape of the result is checked, never a timing: the smoke configuration is far too small
 and too fast for its numbers to mean anything. The smoke account holds others' jobs too (a history
-and a stream of new ones).
+and a stream of new ones), and the ``events`` variant runs once, unthrottled.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {"ours", "stock", "naive"}
-SMOKE_RUNS = {(v, t) for v in VARIANTS for t in (False, True)}
+SMOKE_RUNS = {(v, False) for v in (*VARIANTS, "events")} | {(v, True) for v in VARIANTS}
 SMOKE_HISTORY_JOBS = 200
 RUN_FIGURES = (
     ("calls", "total"),
@@ -77,6 +77,15 @@ def _check_list_pages(run: dict[str, Any]) -> None:
     assert isinstance(model["list_pages_per_pass"], Real)
 
 
+def _check_event_route(run: dict[str, Any]) -> None:
+    """The events run had its queue and rule, and the trigger process was told the queue's URL."""
+    route = run["event_route"]
+    assert route["queue_url"] and route["queue_url"] == run["event_queue_url"], route
+    assert route["pattern"]["source"] == ["aws.sagemaker"], route
+    sqs = run["figures"]["calls"]["sqs"]
+    assert isinstance(sqs["total"], int) and isinstance(sqs["by_operation"], dict), sqs
+
+
 def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     completed = subprocess.run(
@@ -100,6 +109,7 @@ def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> Non
         assert run["figures"]["tasks"]["failed"] == 0, f"{key}: {run['figures']['tasks']['failed_examples']}"
         _check_background(key, run)
     _check_list_pages(runs[("ours", False)])
+    _check_event_route(runs[("events", False)])
 
     parse = result["parse"]
     assert set(parse["files"]) == {"preferences", "stock"}
