@@ -14,10 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.processes import FAKE_KEY
 from benchmarks.workload import pending_seconds, selection_time
 
-#: Operations the harness itself makes; never charged to a variant.
+#: Operations the harness itself makes; never charged to a variant (the throttle counters are per
+#: operation only; the call counts are told apart by access key id, see :func:`variant_operations`).
 HARNESS_OPERATIONS = frozenset({"CreateTrainingJob"})
+#: The access key id the trigger process signs with (its ``aws_default`` connection).
+TRIGGER_KEY = FAKE_KEY
+#: The service whose calls the call model is about; others (SQS in event mode) are counted apart.
+SAGEMAKER = "sagemaker"
 LAG_TARGET_SECONDS = 0.1
 
 
@@ -107,9 +113,21 @@ class QuietWindow:
         return max(0.0, self.end - self.start)
 
 
+def variant_operations(stats: Mapping[str, Any]) -> dict[str, int]:
+    """SageMaker calls in ``stats`` that the variant made, by operation: those signed with the trigger
+    process's access key id (the harness signs its own with ``workload.HARNESS_KEY``). From an emulator
+    without per-key counts: every operation but the harness's."""
+    per_key = stats.get("access_keys")
+    if per_key is None:
+        return {
+            op: int(n) for op, n in (stats.get("operations") or {}).items() if op not in HARNESS_OPERATIONS
+        }
+    return {op: int(n) for op, n in (per_key.get(TRIGGER_KEY) or {}).items()}
+
+
 def variant_calls(stats: Mapping[str, Any]) -> int:
-    """SageMaker calls in ``stats`` that the variant made (every operation but the harness's)."""
-    return sum(int(n) for op, n in (stats.get("operations") or {}).items() if op not in HARNESS_OPERATIONS)
+    """SageMaker calls in ``stats`` that the variant made (see :func:`variant_operations`)."""
+    return sum(variant_operations(stats).values())
 
 
 def _rounds(starts: Sequence[float], gap: float = 2.0) -> list[tuple[float, int]]:
@@ -125,16 +143,63 @@ def _rounds(starts: Sequence[float], gap: float = 2.0) -> list[tuple[float, int]
     return rounds
 
 
-def _split_calls(calls: Sequence[Sequence[Any]]) -> tuple[dict[str, list[float]], list[float], int]:
-    """Split the call log: each job's Describe starts, List starts, and how many other calls."""
+def _passes(lists: Sequence[Sequence[Any]], gap: float = 2.0) -> list[tuple[float, int]]:
+    """The List passes in the call log: ``(first start, pages)`` each.
+
+    A pass starts with a page asked for without a ``NextToken``, except when it retries a first page
+    that failed. Call logs without that flag (older results) are grouped by time (:func:`_rounds`).
+
+    :param lists: the List entries of the call log, ``[start, end, operation, name, error, service,
+        paged]``.
+    """
+    if not lists or any(len(entry) < 7 for entry in lists):
+        return _rounds([float(entry[0]) for entry in lists], gap)
+    passes: list[tuple[float, int]] = []
+    retrying = False
+    for entry in sorted(lists, key=lambda e: float(e[0])):
+        start, error, paged = float(entry[0]), entry[4], bool(entry[6])
+        if paged or retrying:
+            if passes:
+                passes[-1] = (passes[-1][0], passes[-1][1] + 1)
+            else:
+                passes.append((start, 1))
+        else:
+            passes.append((start, 1))
+        retrying = not paged and error is not None
+    return passes
+
+
+def _service(entry: Sequence[Any]) -> str:
+    """The service of a call-log entry (logs without it held SageMaker calls only)."""
+    return str(entry[5]) if len(entry) > 5 else SAGEMAKER
+
+
+def service_calls(calls: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """Logical calls per service and operation in the call log."""
+    counts: dict[str, dict[str, int]] = {}
+    for entry in calls:
+        ops = counts.setdefault(_service(entry), {})
+        ops[str(entry[2])] = ops.get(str(entry[2]), 0) + 1
+    return counts
+
+
+def _split_calls(
+    calls: Sequence[Sequence[Any]],
+) -> tuple[dict[str, list[float]], list[Sequence[Any]], int]:
+    """Split the SageMaker calls of the log: each job's Describe starts, the List entries, and how
+    many other calls. Calls to other services (SQS in event mode) are left out: see
+    :func:`service_calls`."""
     per_job: dict[str, list[float]] = {}
-    lists: list[float] = []
+    lists: list[Sequence[Any]] = []
     other = 0
-    for start, _end, operation, name, _code in calls:
+    for entry in calls:
+        if _service(entry) != SAGEMAKER:
+            continue
+        start, operation, name = entry[0], entry[2], entry[3]
         if str(operation).startswith("Describe") and name:
             per_job.setdefault(str(name), []).append(float(start))
         elif str(operation).startswith("List"):
-            lists.append(float(start))
+            lists.append(entry)
         else:
             other += 1
     for times in per_job.values():
@@ -216,6 +281,21 @@ def _fixed_per_job(
     return (describes - repeated + other) / n_jobs if n_jobs else None
 
 
+def _pages_per_pass(
+    passes: Sequence[tuple[float, int]], window: tuple[float, float] | None
+) -> dict[str, Any]:
+    """List pages per pass: over the run and over the passes that started in ``window``."""
+    pages = [count for _, count in passes]
+    waiting = [count for start, count in passes if window is not None and window[0] <= start <= window[1]]
+    return {
+        "list_pages_per_pass": (sum(pages) / len(pages)) if pages else None,
+        "list_pages_per_pass_max": max(pages, default=None),
+        "list_pages_per_pass_waiting": (sum(waiting) / len(waiting)) if waiting else None,
+        "list_pages": sum(pages),
+        "list_pass_pages": pages,
+    }
+
+
 def call_model(
     calls: Sequence[Sequence[Any]],
     selected_real: Mapping[str, float],
@@ -224,6 +304,8 @@ def call_model(
     end: float,
     steady_from: float = -math.inf,
     go: float | None = None,
+    pass_gap: float = 2.0,
+    window: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Calls per job-hour while waiting, and calls per job that do not depend on the wait's length.
 
@@ -239,7 +321,9 @@ def call_model(
       or else from its first call, to its event);
     * fixed per job: every other call (the first Describe, the one that sees the change, stops).
 
-    ``per_job_hour_at_<h>h_waits`` = waiting rate + fixed / h.
+    ``per_job_hour_at_<h>h_waits`` = waiting rate + fixed / h. Only SageMaker calls are modelled;
+    calls to other services (the SQS long-polls of event mode) are in :func:`service_calls`. A
+    variant that never Describes a job before its change (event mode) has no per-job polling: 0.
 
     :param calls: ``[start, end, operation, job name, error]`` entries.
     :param selected_real: monotonic second at which each job got capacity.
@@ -249,10 +333,12 @@ def call_model(
     :param steady_from: polling intervals that start earlier are ignored (the warm-up, where creating
         clients stalls the event loop and stretches them).
     :param go: monotonic second at which every trigger started (None: each job from its first call).
+    :param pass_gap: call logs without the NextToken flag: List calls closer than this are one pass.
+    :param window: the waiting-only window (monotonic), for the pages per pass paid while waiting.
     """
     per_job, lists, other = _split_calls(calls)
     describe_rate, cadence = _describe_rate(per_job, selected_real, steady_from)
-    rounds = _rounds(lists)
+    rounds = _passes(lists, pass_gap)
     list_rate = _list_rate(rounds, _waiting_spans(per_job, event_real, end, go))
     fixed = _fixed_per_job(per_job, other, selected_real, n_jobs)
     model: dict[str, Any] = {
@@ -262,7 +348,8 @@ def call_model(
         "describe_cadence_seconds": cadence,
         "list_passes": len(rounds),
         "fixed_per_job": fixed,
-        "logical_calls": len(calls),
+        "logical_calls": sum(1 for entry in calls if _service(entry) == SAGEMAKER),
+        **_pages_per_pass(rounds, window),
     }
     for hours in (1.0, 4.0):
         model[f"per_job_hour_at_{hours:g}h_waits"] = describe_rate + list_rate + (fixed or 0.0) / hours
@@ -280,6 +367,7 @@ def run_figures(
     first_step_real: float,
     emulator_cpu: float | None,
     quiet: QuietWindow | None,
+    poll_interval: float = 30.0,
 ) -> dict[str, Any]:
     """Every figure of one run (JSON-ready).
 
@@ -292,16 +380,15 @@ def run_figures(
     :param first_step_real: monotonic second of the first capacity step.
     :param emulator_cpu: CPU seconds the emulator used during the run.
     :param quiet: the waiting-only window (None if the run had none).
+    :param poll_interval: the variants' cadence (to tell List passes apart in older call logs).
     """
     go, end = float(child["t_go"]), float(child["t_end"])
     wall = max(end - go, 1e-9)
     by_name = {str(job["name"]): job for job in jobs}
     records: Mapping[str, Mapping[str, Any]] = child["jobs"]
 
-    operations = {
-        op: int(n) for op, n in (stats.get("operations") or {}).items() if op not in HARNESS_OPERATIONS
-    }
-    total_calls = variant_calls(stats)
+    operations = variant_operations(stats)
+    total_calls = sum(operations.values())
     throttled = {
         op: int(n) for op, n in (stats.get("throttled") or {}).items() if op not in HARNESS_OPERATIONS
     }
@@ -349,9 +436,21 @@ def run_figures(
         if name in records and (sel := selection_time(job)) is not None
     }
     event_real = {name: float(r["event_t"]) for name, r in records.items() if r.get("event_t") is not None}
+    call_log = child.get("calls") or []
     model = call_model(
-        child.get("calls") or [], selected_real, event_real, n_jobs, end, steady_from=warm_at or go, go=go
+        call_log,
+        selected_real,
+        event_real,
+        n_jobs,
+        end,
+        steady_from=warm_at or go,
+        go=go,
+        pass_gap=min(2.0, poll_interval / 4),
+        window=(quiet.start, quiet.end) if quiet is not None else None,
     )
+    by_service = service_calls(call_log)
+    sqs = by_service.get("sqs") or {}
+    sqs_total = sum(sqs.values())
 
     lags = [float(lag) for _, lag in child.get("lags") or []]
     quiet_lags = (
@@ -385,6 +484,15 @@ def run_figures(
             else None,
             "per_job": total_calls / n_jobs if n_jobs else None,
             "model": model,
+            # Calls to other services, from the trigger process's log (logical calls; the emulator
+            # counts SageMaker requests only). SQS: event mode's long-polls and deletes.
+            "sqs": {
+                "total": sqs_total,
+                "by_operation": sqs,
+                "per_hour_real": 3600.0 * sqs_total / wall,
+                "per_job_hour_real": sqs_total / (waiting_real / 3600.0) if waiting_real > 0 else None,
+            },
+            "logical_by_service": by_service,
         },
         "waiting": {
             "real_job_hours": waiting_real / 3600.0,

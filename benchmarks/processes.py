@@ -176,6 +176,8 @@ class TriggerProcess:
         )
         self._lines = _Lines(self.proc.stdout)  # type: ignore[arg-type]
         self.log_path = log_path
+        #: The run's ``benchmarks.events.EventRoute`` for a variant in event mode (set by the harness).
+        self.event_route: Any = None
 
     def expect(self, word: str, timeout: float) -> bool:
         """Wait for a line ``word``; False on timeout or if the process ended first."""

@@ -42,6 +42,8 @@ CALL_HEADERS = (
     "throttled",
     "failed",
     "undetected",
+    "List pages/pass",
+    "SQS calls",
 )
 RESOURCE_HEADERS = (
     "N",
@@ -96,9 +98,30 @@ def call_rows(runs: Sequence[Mapping[str, Any]], throttled: bool) -> list[list[s
                 _num(calls["throttled_total"]),
                 _num(f["tasks"]["failed"]),
                 _num(f["tasks"]["undetected_at_end"]),
+                _num(model.get("list_pages_per_pass")),
+                _num((calls.get("sqs") or {}).get("total")),
             ]
         )
     return rows
+
+
+def background_line(runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """Others' jobs in the account over the runs (None when there were none)."""
+    histories = {int((r.get("background") or {}).get("history_jobs") or 0) for r in runs if r.get("figures")}
+    churn = [
+        (r.get("background") or {}).get("churn") or {}
+        for r in runs
+        if r.get("figures") and r.get("background")
+    ]
+    created = [int(c.get("jobs_created") or 0) for c in churn]
+    rates = {float(c.get("rate_per_emulated_hour") or 0.0) for c in churn}
+    if not any(histories) and not any(created):
+        return None
+    return (
+        f"Others' jobs in the account: {', '.join(str(h) for h in sorted(histories))} ended before ours; "
+        f"{', '.join(f'{r:g}' for r in sorted(rates))} new per emulated hour while ours waited "
+        f"({min(created, default=0)}-{max(created, default=0)} per run)"
+    )
 
 
 def resource_rows(runs: Sequence[Mapping[str, Any]], throttled: bool) -> list[list[str]]:
@@ -185,7 +208,9 @@ def target_rows(targets: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def render(result: Mapping[str, Any]) -> str:
     """Every table of a result, as Markdown."""
     runs = result.get("runs") or []
-    parts = [
+    background = background_line(runs)
+    parts = [background] if background else []
+    parts += [
         "### API calls and detection latency (no throttling)",
         table(CALL_HEADERS, call_rows(runs, throttled=False)),
         "### Trigger process: CPU, memory, event loop (no throttling)",

@@ -3,10 +3,12 @@
     .venv/bin/python -m benchmarks.run                  # full run (≈ 25-30 min on 2 cores)
     .venv/bin/python -m benchmarks.run --smoke          # tiny, ≈ 45 s, for the test suite
     .venv/bin/python -m benchmarks.run --sizes 1000 --variants ours,stock --no-throttled --no-parse
+    .venv/bin/python -m benchmarks.run --no-churn       # the account holds only the benchmark's jobs
 
 For each N and each variant (``ours``, ``stock``, ``naive``; see :mod:`benchmarks.variants`) the
 harness loads a fresh scenario into one offline SageMaker process (:mod:`benchmarks.workload`),
-submits N training jobs with boto3, starts a separate trigger process
+creates other people's ended jobs (:mod:`benchmarks.background`), submits N training jobs with boto3
+while a thread keeps creating other short jobs, starts a separate trigger process
 (:mod:`benchmarks.trigger_process`) that runs N triggers in one event loop, and measures it. Every
 variant at a given N gets the same scenario, seed, time scale and real-time schedule:
 
@@ -33,13 +35,21 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks import metrics, report
+from benchmarks.background import (
+    HISTORY_AGE_SECONDS,
+    ChurnStream,
+    JobCreator,
+    count_by_status,
+    create_history,
+)
+from benchmarks.events import EventRoute
 from benchmarks.processes import (
     EmulatorProcess,
     ProcessError,
@@ -50,7 +60,7 @@ from benchmarks.processes import (
     git_revision,
     machine_info,
 )
-from benchmarks.variants import ALL_VARIANTS, VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENT_QUEUE_ENV, EVENTS, VARIANTS
 from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -64,6 +74,7 @@ class Plan:
     :param sizes: numbers of concurrent jobs.
     :param variants: variant keys, run in this order at each size.
     :param throttled_size: N of the throttled runs (None: none).
+    :param throttled_variants: the variants of the throttled runs (None: every one in ``variants``).
     :param throttle_rate: DescribeTrainingJob and ListTrainingJobs calls per second the emulator allows.
     :param poll_interval: every variant's cadence (seconds).
     :param time_scale: emulated seconds per real second.
@@ -77,7 +88,12 @@ class Plan:
     :param warm_cap_per_job: warm-up cap per job (seconds).
     :param throttled_warm_cap: warm-up cap of the throttled runs (under the rate limit the per-job
         pollers cannot look at every job quickly anyway; what is measured there is failures).
+    :param warm_cap_max: the warm-up cap never exceeds this (its value at N=3,000, so sizes up to
+        3,000 keep their schedule, and N=10,000 does not wait 8 minutes for a look it may never take).
     :param setup_per_job: expected submission time per job (seconds), to place the first step.
+    :param history_jobs: ended jobs of others created before ours (0: none).
+    :param churn_rate: short jobs of others created per emulated hour while ours wait (0: none).
+    :param setup_per_background_job: expected creation time per history job (seconds).
     :param parse_processes: fresh processes per DAG file in the parse-cost benchmark (0: skip it).
     :param parse_repeat: parses per process.
     :param budget: seconds the whole run may take; runs that would not fit are skipped.
@@ -92,6 +108,7 @@ class Plan:
     sizes: tuple[int, ...] = (100, 1000, 3000)
     variants: tuple[str, ...] = ALL_VARIANTS
     throttled_size: int | None = 1000
+    throttled_variants: tuple[str, ...] | None = None
     throttle_rate: float = 10.0
     poll_interval: float = 30.0
     time_scale: float = 60.0
@@ -102,7 +119,11 @@ class Plan:
     warm_cap_base: float = 15.0
     warm_cap_per_job: float = 0.05
     throttled_warm_cap: float = 30.0
+    warm_cap_max: float = 165.0
     setup_per_job: float = 0.004
+    history_jobs: int = 3000
+    churn_rate: float = 300.0
+    setup_per_background_job: float = 0.001
     parse_processes: int = 10
     parse_repeat: int = 5
     budget: float = 1800.0
@@ -115,8 +136,12 @@ class Plan:
 
     def warm_cap(self, n_jobs: int, throttled: bool = False) -> float:
         """Longest warm-up waited for at ``n_jobs`` before the capacity steps start anyway."""
-        cap = self.warm_cap_base + self.warm_cap_per_job * n_jobs
+        cap = min(self.warm_cap_base + self.warm_cap_per_job * n_jobs, self.warm_cap_max)
         return min(cap, self.throttled_warm_cap) if throttled else cap
+
+    def history_seconds(self) -> float:
+        """Expected real seconds to create the history jobs."""
+        return self.setup_per_background_job * self.history_jobs
 
     def workload(self, n_jobs: int, throttled: bool) -> Workload:
         """The scenario shared by every variant at this size."""
@@ -124,6 +149,9 @@ class Plan:
         # Emulated seconds until the first step if the warm-up uses its whole cap (the clock jump
         # shortens the wait when the variant is ready sooner).
         first_real = 10.0 + self.setup_per_job * n_jobs + self.warm_cap(n_jobs, throttled) + self.quiet
+        if self.history_jobs:
+            # ... after the history is created and the clock jumps past its age.
+            first_real += self.history_seconds() + HISTORY_AGE_SECONDS / ts
         rates = (
             {"DescribeTrainingJob": self.throttle_rate, "ListTrainingJobs": self.throttle_rate}
             if throttled
@@ -137,6 +165,8 @@ class Plan:
             span=self.span * ts,
             seed=self.seed + n_jobs,
             rate_limits=rates,
+            history_jobs=self.history_jobs,
+            churn_rate=self.churn_rate,
         )
 
     def estimate(self, n_jobs: int, variant: str, throttled: bool) -> float:
@@ -144,7 +174,9 @@ class Plan:
         and half a poll interval after the last step (all of the tail when throttled)."""
         warm = self.warm_cap(n_jobs, throttled) / 4
         tail = self.tail_for(throttled) if throttled else self.poll_interval / 2
-        return 10.0 + self.setup_per_job * n_jobs + warm + self.quiet + self.span + tail
+        return (
+            10.0 + self.setup_per_job * n_jobs + self.history_seconds() + warm + self.quiet + self.span + tail
+        )
 
     def tail_for(self, throttled: bool) -> float:
         """Real seconds after the last step before stragglers are given up."""
@@ -156,19 +188,24 @@ class Plan:
         The largest sizes come last, so that a tight budget drops them rather than the runs the
         targets are judged on.
         """
+        throttled = [
+            v for v in self.variants if self.throttled_variants is None or v in self.throttled_variants
+        ]
         order: list[tuple[int, str, bool]] = []
         for n in self.sizes:
             order += [(n, v, False) for v in self.variants]
             if n == self.throttled_size:
-                order += [(n, v, True) for v in self.variants]
+                order += [(n, v, True) for v in throttled]
         if self.throttled_size and self.throttled_size not in self.sizes:
-            order += [(self.throttled_size, v, True) for v in self.variants]
+            order += [(self.throttled_size, v, True) for v in throttled]
         return order
 
 
 SMOKE = Plan(
     sizes=(12,),
+    variants=(*ALL_VARIANTS, EVENTS),
     throttled_size=12,
+    throttled_variants=ALL_VARIANTS,
     throttle_rate=5.0,
     poll_interval=1.0,
     time_scale=60.0,
@@ -181,6 +218,9 @@ SMOKE = Plan(
     parse_processes=1,
     parse_repeat=2,
     budget=120.0,
+    # A few hundred others' jobs in the List window, so that a pass takes several pages.
+    history_jobs=200,
+    churn_rate=1200.0,
     smoke=True,
     prespawn=True,
     log_level="WARNING",
@@ -203,32 +243,40 @@ def _emulator_clock(emulator: Any, samples: int = 5) -> metrics.ClockMap:
 
 
 def _observed(
-    stats: dict[str, Any], names: Sequence[str], n_jobs: int, described_before: int
+    stats: dict[str, Any], names: Sequence[str], listed_jobs: int, described_before: int
 ) -> tuple[set[str], bool]:
     """Jobs described so far, and whether the start-up is over.
 
     Over when every job has been described, or when a full ListTrainingJobs pass has happened and
     no new job was described since the previous look (a variant that describes each job on start
     is still starting while those Describes go on, even if it has listed everything already).
+
+    :param listed_jobs: jobs a full pass pages through (ours and others' created since).
     """
     per_job = stats.get("jobs") or {}
     described = {name for name in names if (per_job.get(name) or {}).get("DescribeTrainingJob")}
-    lists = int((stats.get("operations") or {}).get("ListTrainingJobs", 0))
-    listed = lists >= math.ceil(n_jobs / LIST_PAGE)
+    lists = int(metrics.variant_operations(stats).get("ListTrainingJobs", 0))
+    listed = lists >= math.ceil(listed_jobs / LIST_PAGE)
     complete = len(described) == len(names) or (listed and len(described) == described_before)
     return described, complete
 
 
 def spawn_trigger_process(
-    plan: Plan, emulator_url: str, n_jobs: int, variant: str, throttled: bool, run_dir: Path
+    plan: Plan, emulator: Any, n_jobs: int, variant: str, throttled: bool, run_dir: Path
 ) -> TriggerProcess:
-    """Start the trigger process of one run; it imports everything and waits for GO."""
+    """Start the trigger process of one run; it imports everything and waits for GO.
+
+    For a variant in event mode, the run's SQS queue is created first and named in the process's
+    environment (:data:`~benchmarks.variants.EVENT_QUEUE_ENV`); its rule is put when the run starts.
+    """
     tag = f"n{n_jobs}-{variant}{'-throttled' if throttled else ''}"
+    route = EventRoute(emulator, f"sm-prefs-bench-{tag}") if VARIANTS[variant].event_mode else None
     env = child_env(
         {
             **bytecode_env(RESULTS / ".pycache"),
-            **airflow_env(run_dir / "airflow_home", emulator_url),
+            **airflow_env(run_dir / "airflow_home", emulator.endpoint_url),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
+            **({EVENT_QUEUE_ENV: route.queue_url} if route is not None else {}),
         }
     )
     spec = {
@@ -244,7 +292,9 @@ def spawn_trigger_process(
         "output": str(run_dir / f"trigger-{tag}.json"),
         "profile": str(run_dir / f"profile-{tag}.prof") if plan.profile else None,
     }
-    return TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
+    child = TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
+    child.event_route = route
+    return child
 
 
 def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
@@ -268,13 +318,14 @@ def _warm_up(
     plan: Plan,
     emulator: Any,
     names: Sequence[str],
-    n_jobs: int,
+    listed_jobs: Callable[[], int],
     go: float,
     cap: float,
     quiet_from: float,
 ) -> tuple[float | None, dict[str, float]]:
     """Wait until every job has been looked at once, or the cap, or the quiet window's start.
 
+    :param listed_jobs: how many jobs a full List pass pages through by now.
     :param go: monotonic second the triggers were started.
     :param cap: longest warm-up (real seconds after ``go``).
     :param quiet_from: emulated second at which the quiet window begins at the latest.
@@ -285,7 +336,7 @@ def _warm_up(
     while True:
         now = time.monotonic()
         stats = emulator.stats()
-        described, complete = _observed(stats, names, n_jobs, len(first_seen))
+        described, complete = _observed(stats, names, listed_jobs(), len(first_seen))
         for name in described:
             first_seen.setdefault(name, now)
         if complete:
@@ -341,11 +392,14 @@ def _warm_up_figures(
 
 
 def _selected_after_go(
-    jobs: Iterable[Mapping[str, Any]], clock: metrics.ClockMap, go_child: float
+    jobs: Iterable[Mapping[str, Any]], names: Iterable[str], clock: metrics.ClockMap, go_child: float
 ) -> dict[str, float]:
-    """Real seconds after GO at which each job got capacity (jobs that never did are left out)."""
+    """Real seconds after GO at which each of ``names`` got capacity (jobs that never did are left out)."""
+    wanted = set(names)
     selected = {}
     for job in jobs:
+        if str(job["name"]) not in wanted:
+            continue
         sel = selection_time(job)
         if sel is not None:
             selected[str(job["name"])] = round(clock.to_real(sel) - go_child, 4)
@@ -360,6 +414,40 @@ def _workload_record(workload: Workload) -> dict[str, Any]:
         "span_emulated": workload.span,
         "seed": workload.seed,
         "rate_limits": workload.rate_limits,
+        "history_jobs": workload.history_jobs,
+        "churn_rate_per_emulated_hour": workload.churn_rate,
+    }
+
+
+def _create_history(workload: Workload, emulator: Any, creator: JobCreator) -> dict[str, Any]:
+    """Create the history jobs, then jump the clock past their age (see :mod:`benchmarks.background`)."""
+    started = time.monotonic()
+    created = create_history(workload, creator)
+    if created:
+        emulator.advance(HISTORY_AGE_SECONDS)
+        emulator.now()  # let the world catch up now: the history ends before any event route exists
+    return {"jobs": created, "seconds": time.monotonic() - started}
+
+
+def _background_record(
+    history: Mapping[str, Any],
+    churn: ChurnStream,
+    churn_counts: Mapping[str, int],
+    jobs: Sequence[Mapping[str, Any]],
+    workload: Workload,
+) -> dict[str, Any]:
+    """Others' jobs in the account during the run, for the run's JSON."""
+    return {
+        "history_jobs": history["jobs"],
+        "history_seconds": history["seconds"],
+        "history_age_emulated_seconds": HISTORY_AGE_SECONDS if history["jobs"] else 0.0,
+        "history_status": count_by_status(jobs, f"{workload.name}-hist-"),
+        "churn": {
+            **churn.record(),
+            # Jobs created by then (all of them after ours, so all inside the List window).
+            "created_by": dict(churn_counts),
+            "status_at_end": count_by_status(jobs, f"{workload.name}-churn-"),
+        },
     }
 
 
@@ -386,25 +474,40 @@ def run_one(
     loaded = time.monotonic()
     cap = plan.warm_cap(n_jobs, throttled)
     if child is None:
-        child = spawn_trigger_process(plan, emulator_proc.url, n_jobs, variant, throttled, run_dir)
+        child = spawn_trigger_process(plan, emulator, n_jobs, variant, throttled, run_dir)
     record: dict[str, Any] = {
         "n_jobs": n_jobs,
         "variant": variant,
         "throttled": throttled,
         "scenario": str(scenario_path),
     }
+    creator = JobCreator(emulator.endpoint_url, emulator.region)
+    churn = ChurnStream(workload, creator, emulator.now)
+    churn_counts: dict[str, int] = {}
+    route: EventRoute | None = child.event_route
     try:
+        history = _create_history(workload, emulator, creator)
+        if route is not None:
+            route.connect()
+        submit_started = time.monotonic()
         created = submit_jobs(emulator, names)
         submitted = time.monotonic()
+        churn.start()
         creation_file = run_dir / f"created-n{n_jobs}-{variant}{'-throttled' if throttled else ''}.json"
         _write_creation_times(child, emulator, names, creation_file)
         emulator_cpu0 = emulator_proc.cpu_seconds()
         child.send(f"GO {creation_file}")
         go = time.monotonic()
+        churn_counts["go"] = churn.created
         start_epoch = float(emulator.clock()["start_epoch"])
         first_step_abs = start_epoch + workload.first_step
         quiet_from = first_step_abs - plan.quiet * plan.time_scale
-        warm_at, first_seen = _warm_up(plan, emulator, names, n_jobs, go, cap, quiet_from)
+        warm_at, first_seen = _warm_up(
+            plan, emulator, names, lambda: n_jobs + churn.created, go, cap, quiet_from
+        )
+        # Others' jobs due before the waiting window are created before the jump (see ChurnStream).
+        churn.catch_up(quiet_from)
+        churn_counts["waiting_window"] = churn.created
         # Jump so that the first step comes `quiet` seconds from now, whatever the warm-up took.
         jump = _jump_clock(emulator, quiet_from)
         clock = _emulator_clock(emulator)
@@ -412,6 +515,8 @@ def run_one(
         last_step_real = clock.to_real(start_epoch + workload.last_step)
         quiet = _await_done(child, emulator, first_step_real, last_step_real + plan.tail_for(throttled))
         emulator_cpu1 = emulator_proc.cpu_seconds()
+        churn.stop()
+        churn_counts["end"] = churn.created
         child.close()
         result = child.result()
         stats = emulator.stats()
@@ -426,14 +531,17 @@ def run_one(
             first_step_real=first_step_real,
             emulator_cpu=_cpu_used(emulator_cpu0, emulator_cpu1),
             quiet=quiet,
+            poll_interval=plan.poll_interval,
         )
         figures.update(_warm_up_figures(n_jobs, warm_at, first_seen, jump))
         record.update(
             {
                 "figures": figures,
                 "created": created,
+                "background": _background_record(history, churn, churn_counts, jobs, workload),
                 "timings": {
-                    "submit_seconds": submitted - loaded,
+                    "history_seconds": history["seconds"],
+                    "submit_seconds": submitted - submit_started,
                     "import_seconds": result.get("import_seconds"),
                     "go_after_load": go - loaded,
                     "first_step_after_go": first_step_real - go,
@@ -442,15 +550,26 @@ def run_one(
                 "classpath": result.get("classpath"),
                 "kwargs_example": result.get("kwargs_example"),
                 "source_digest": result.get("source_digest"),
+                "event_queue_url": result.get("event_queue_url"),
                 # Raw material to recompute figures: seconds after GO of each job's selection.
-                "selected_after_go": _selected_after_go(jobs, clock, float(result["t_go"])),
+                "selected_after_go": _selected_after_go(jobs, names, clock, float(result["t_go"])),
                 "workload": _workload_record(workload),
             }
         )
     finally:
+        churn.stop()
         if child.proc.poll() is None:
             child.send("STOP")
             child.close(timeout=30.0)
+        if route is not None:
+            try:
+                record["event_route"] = route.close()
+            except Exception as err:  # never hide the run's own error behind the clean-up's
+                record["event_route"] = {
+                    "queue_url": route.queue_url,
+                    "error": f"{type(err).__name__}: {err}",
+                }
+            child.event_route = None
     return record
 
 
@@ -463,7 +582,10 @@ def _argument_parser() -> argparse.ArgumentParser:
         "--smoke", action="store_true", help="tiny sizes and cadences (~45 s), for the test suite"
     )
     parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
-    parser.add_argument("--variants", help=f"comma-separated subset of {','.join(ALL_VARIANTS)}")
+    parser.add_argument(
+        "--variants",
+        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join(ALL_VARIANTS)})",
+    )
     parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
     parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")
     parser.add_argument(
@@ -482,6 +604,21 @@ def _argument_parser() -> argparse.ArgumentParser:
         "--parse-processes", type=int, help="fresh processes per DAG file (default 10; 0 skips)"
     )
     parser.add_argument("--no-parse", action="store_true", help="skip the DAG parse-cost benchmark")
+    parser.add_argument(
+        "--history-jobs",
+        type=int,
+        help="others' ended jobs created before ours, ~10 %% Failed (default 3000)",
+    )
+    parser.add_argument(
+        "--churn-rate",
+        type=float,
+        help="others' short jobs created per emulated hour while ours wait, ~10 %% failing (default 300)",
+    )
+    parser.add_argument(
+        "--no-churn",
+        action="store_true",
+        help="no other jobs in the account (the workload of the results before churn)",
+    )
     parser.add_argument("--seed", type=int, help="seed of the capacity schedules")
     parser.add_argument(
         "--profile",
@@ -500,7 +637,7 @@ def _chosen_variants(parser: argparse.ArgumentParser, text: str) -> tuple[str, .
     chosen = tuple(v.strip() for v in text.split(",") if v.strip())
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
-        parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(ALL_VARIANTS)}")
+        parser.error(f"--variants: unknown {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     return chosen
 
 
@@ -522,6 +659,8 @@ def _option_values(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         "budget",
         "seed",
         "parse_processes",
+        "history_jobs",
+        "churn_rate",
     ):
         value = getattr(args, name)
         if value is not None:
@@ -540,12 +679,15 @@ def _switches(args: argparse.Namespace) -> dict[str, Any]:
         changes["parse_processes"] = 0
     if args.profile:
         changes["profile"] = True
+    if args.no_churn:
+        changes["history_jobs"] = 0
+        changes["churn_rate"] = 0.0
     return changes
 
 
 def _plan_changes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
-    """The plan fields the command line overrides; ``--no-throttled`` and ``--no-parse`` win over
-    ``--throttled-size`` and ``--parse-processes``."""
+    """The plan fields the command line overrides; ``--no-throttled``, ``--no-parse`` and ``--no-churn``
+    win over ``--throttled-size``, ``--parse-processes``, ``--history-jobs`` and ``--churn-rate``."""
     return {**_option_values(parser, args), **_switches(args)}
 
 
@@ -614,10 +756,13 @@ def _start_parse(plan: Plan, result: dict[str, Any], output: Path) -> threading.
 
 
 def _stop(child: TriggerProcess | None, timeout: float = 10.0) -> None:
-    """Stop a trigger process that will not be measured (if there is one)."""
+    """Stop a trigger process that will not be measured (if there is one), and drop its event queue."""
     if child is not None:
         child.send("STOP")
         child.close(timeout=timeout)
+        if child.event_route is not None:
+            child.event_route.close()
+            child.event_route = None
 
 
 def _run_or_error(
@@ -642,6 +787,24 @@ def _run_or_error(
         }
 
 
+def _background_summary(record: Mapping[str, Any]) -> str:
+    """List pages per pass, SQS calls and others' jobs of a run, for its summary line ("" if none)."""
+    figures, background = record.get("figures") or {}, record.get("background") or {}
+    parts = []
+    pages = (figures.get("calls") or {}).get("model", {}).get("list_pages_per_pass")
+    if pages is not None:
+        parts.append(f"List pages/pass {pages:.1f}")
+    sqs = ((figures.get("calls") or {}).get("sqs") or {}).get("total")
+    if sqs:
+        parts.append(f"SQS {sqs}")
+    if background.get("history_jobs") or (background.get("churn") or {}).get("jobs_created"):
+        parts.append(
+            f"others' jobs: {background.get('history_jobs', 0)} ended + "
+            f"{(background.get('churn') or {}).get('jobs_created', 0)} new"
+        )
+    return (", " + ", ".join(parts)) if parts else ""
+
+
 def _print_run_summary(record: Mapping[str, Any]) -> None:
     """One line per run: its headline figures, or its error."""
     figures = record.get("figures")
@@ -651,7 +814,8 @@ def _print_run_summary(record: Mapping[str, Any]) -> None:
             f"    {record['run_seconds']:.0f} s: calls {figures['calls']['total']}, "
             f"p95 {lat['p95'] if lat['p95'] is not None else float('nan'):.1f} s, "
             f"CPU {figures['cpu']['percent_of_one_core']:.1f} %, RSS {figures['memory']['peak_rss_mb']:.0f} MB, "
-            f"failed {figures['tasks']['failed']}, undetected {figures['tasks']['undetected_at_end']}",
+            f"failed {figures['tasks']['failed']}, undetected {figures['tasks']['undetected_at_end']}"
+            + _background_summary(record),
             flush=True,
         )
     else:
@@ -696,9 +860,9 @@ def _capacity_runs(
             run_started = time.monotonic()
             load_before = os.getloadavg()
             if child is None:
-                child = spawn_trigger_process(plan, emulator_proc.url, n_jobs, variant, throttled, run_dir)
+                child = spawn_trigger_process(plan, emulator, n_jobs, variant, throttled, run_dir)
             if plan.prespawn and index + 1 < len(planned):
-                upcoming = spawn_trigger_process(plan, emulator_proc.url, *planned[index + 1], run_dir)
+                upcoming = spawn_trigger_process(plan, emulator, *planned[index + 1], run_dir)
             record = _run_or_error(plan, emulator_proc, emulator, n_jobs, variant, throttled, run_dir, child)
             record["run_seconds"] = time.monotonic() - run_started
             # Other work on the machine distorts latency and lag; the 1-minute load tells how much.

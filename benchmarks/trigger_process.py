@@ -88,8 +88,13 @@ class _Control:
                 self._loop.call_soon_threadsafe(self._stop_event.set)
 
 
-def _record_calls(log: list[tuple[float, float, str, str | None, str | None]]) -> None:
-    """Log every SageMaker call the process makes (start, end, operation, job name, error code).
+#: One logged call: start, end, operation, job name, error code, service, whether it carried a NextToken.
+CallEntry = tuple[float, float, str, str | None, str | None, str, bool]
+
+
+def _record_calls(log: list[CallEntry]) -> None:
+    """Log every AWS call the process makes (start, end, operation, job name, error code, service
+    (``sagemaker``, ``sqs``, ...), and whether it carried a ``NextToken``: a List page after the first).
 
     Wraps ``AioBaseClient._make_api_call``, which every aiobotocore client class inherits, so the
     triggers are observed without being changed. These are logical calls: retries inside botocore
@@ -101,14 +106,17 @@ def _record_calls(log: list[tuple[float, float, str, str | None, str | None]]) -
 
     async def recorded(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
         start = time.monotonic()
-        name = api_params.get("TrainingJobName") if isinstance(api_params, dict) else None
+        params = api_params if isinstance(api_params, dict) else {}
+        name = params.get("TrainingJobName") or params.get("ProcessingJobName")
+        service = str(getattr(getattr(self.meta, "service_model", None), "service_name", "?"))
+        paged = bool(params.get("NextToken"))
         try:
             response = await original(self, operation_name, api_params)
         except Exception as err:
             code = getattr(err, "response", {}).get("Error", {}).get("Code") or type(err).__name__
-            log.append((start, time.monotonic(), operation_name, name, str(code)))
+            log.append((start, time.monotonic(), operation_name, name, str(code), service, paged))
             raise
-        log.append((start, time.monotonic(), operation_name, name, None))
+        log.append((start, time.monotonic(), operation_name, name, None, service, paged))
         return response
 
     AioBaseClient._make_api_call = recorded  # type: ignore[method-assign]
@@ -268,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     variant = VARIANTS[spec["variant"]]
     names: list[str] = list(spec["jobs"])
-    calls: list[tuple[float, float, str, str | None, str | None]] = []
+    calls: list[CallEntry] = []
     _record_calls(calls)
     # What the scheduler stores when each task defers; built before GO, like the deferrals themselves.
     serialized = [
@@ -307,7 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kwargs_example": serialized[0] if serialized else None,
             "import_seconds": ready - started,
             "source_digest": _source_digest(),
-            "calls": [[round(a, 4), round(b, 4), op, name, code] for a, b, op, name, code in calls],
+            "calls": [
+                [round(a, 4), round(b, 4), op, name, code, service, paged]
+                for a, b, op, name, code, service, paged in calls
+            ],
+            "event_queue_url": os.environ.get("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL"),
             "pid": os.getpid(),
         }
     )

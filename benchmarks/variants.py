@@ -1,4 +1,5 @@
-"""The waiting strategies compared: our trigger's default, the amazon provider's trigger, a naive poller.
+"""The waiting strategies compared: our trigger's default, the amazon provider's trigger, a naive poller,
+and our trigger in event mode.
 
 Each variant turns a job name into the ``(classpath, kwargs)`` pair the scheduler would store for a
 deferred task; the trigger process rebuilds the trigger from it, as the triggerer does. Trigger
@@ -16,7 +17,12 @@ from typing import Any
 OURS = "ours"
 STOCK = "stock"
 NAIVE = "naive"
+EVENTS = "events"
+#: The variants run by default.
 ALL_VARIANTS: tuple[str, ...] = (OURS, STOCK, NAIVE)
+#: Environment variable of the Airflow option ``[sm_prefs] event_queue_url``: with it set, the triggers
+#: learn of job changes from that SQS queue and keep only a slow safety List loop.
+EVENT_QUEUE_ENV = "AIRFLOW__SM_PREFS__EVENT_QUEUE_URL"
 
 CAPACITY_TRIGGER = "airflow_provider_sm_prefs.triggers.capacity.SageMakerCapacityTrigger"
 STOCK_TRIGGER = "airflow.providers.amazon.aws.triggers.sagemaker.SageMakerTrigger"
@@ -41,12 +47,15 @@ class Variant:
     :param description: what it is, for the report.
     :param classpath: the trigger class.
     :param kwargs: ``(job_name, preferences, poll_interval) -> constructor kwargs``.
+    :param event_mode: the harness routes SageMaker job state-change events to an SQS queue on the
+        emulator's endpoint and names it to the trigger process in :data:`EVENT_QUEUE_ENV`.
     """
 
     key: str
     description: str
     classpath: str
     kwargs: Callable[[str, list[dict[str, Any]], float], dict[str, Any]]
+    event_mode: bool = False
 
     def serialized(
         self, job_name: str, preferences: list[dict[str, Any]], poll_interval: float
@@ -108,5 +117,13 @@ VARIANTS: dict[str, Variant] = {
         "SageMakerCapacityTrigger(shared_poll=False, max_poll_interval=poll_interval): one Describe per job per interval",
         CAPACITY_TRIGGER,
         _naive,
+    ),
+    EVENTS: Variant(
+        EVENTS,
+        "ours in event mode: [sm_prefs] event_queue_url names an SQS queue fed by an EventBridge rule "
+        "for SageMaker job state changes; only the slow safety List loop polls",
+        CAPACITY_TRIGGER,
+        _ours,
+        event_mode=True,
     ),
 }

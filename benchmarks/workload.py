@@ -8,6 +8,9 @@ upload phase): the stock trigger only reports terminal states, so this puts the 
 can see "capacity acquired" within milliseconds of the selection. Each step is paired with a
 step down just before that job ends, so an instance freed by a finished job never starts a second job.
 
+Other jobs of the account (a history of ended jobs, a stream of short new ones) are
+:mod:`benchmarks.background`'s; a workload only says how many.
+
 All times in a scenario are emulated seconds since the scenario was loaded.
 """
 
@@ -42,6 +45,9 @@ _GRID = 2.0**-10
 _STEP_DOWN_EARLY = 8 * _GRID
 #: SageMaker's upper bound for MaxPendingTimeInSeconds (28 days): no job expires during a run.
 MAX_PENDING_SECONDS = 2_419_200
+#: The access key id the harness signs its own calls with; the trigger process signs with
+#: ``processes.FAKE_KEY``, and the emulator counts calls per access key id.
+HARNESS_KEY = "bench-harness"
 
 CONFIG: dict[str, Any] = {
     "AlgorithmSpecification": {
@@ -66,6 +72,8 @@ class Workload:
     :param span: emulated seconds over which the N steps are spread.
     :param seed: seed of the step times; the same seed gives every variant the same schedule.
     :param rate_limits: ``{operation: calls per second}`` the emulator enforces (empty = none).
+    :param history_jobs: ended jobs of others created before ours (see :mod:`benchmarks.background`).
+    :param churn_rate: short jobs of others created per emulated hour while ours wait.
     """
 
     name: str
@@ -75,6 +83,8 @@ class Workload:
     span: float
     seed: int
     rate_limits: dict[str, float]
+    history_jobs: int = 0
+    churn_rate: float = 0.0
 
     @property
     def job_names(self) -> list[str]:
@@ -115,10 +125,16 @@ class Workload:
         return windows
 
     def scenario(self) -> dict[str, Any]:
-        """The emulator scenario (a mapping in the scenario-file form)."""
+        """The emulator scenario (a mapping in the scenario-file form).
+
+        Background jobs need nothing here: their type is not listed under ``capacity``, so unlimited.
+        """
+        description = f"{self.n_jobs} jobs wait for {SCARCE_TYPE}, which frees one instance at a time"
+        if self.history_jobs or self.churn_rate:
+            description += f"; other jobs: {self.history_jobs} ended before, {self.churn_rate:g} new per hour"
         return {
             "name": self.name,
-            "description": f"{self.n_jobs} jobs wait for {SCARCE_TYPE}, which frees one instance at a time",
+            "description": description,
             "time_scale": self.time_scale,
             "job_runtime_seconds": JOB_RUNTIME_SECONDS,
             "pending_timeout_outcome": "stopped",
@@ -151,8 +167,29 @@ def create_request(job_name: str) -> dict[str, Any]:
     return request
 
 
+_SESSIONS: dict[str, Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def harness_client(emulator: Any, service_name: str = "sagemaker") -> Any:
+    """A boto3 client on the emulator's endpoint signed with :data:`HARNESS_KEY`.
+
+    One session per region (building one loads every service model); sessions are not thread-safe.
+    """
+    import boto3
+
+    with _SESSION_LOCK:
+        session = _SESSIONS.get(emulator.region)
+        if session is None:
+            session = _SESSIONS[emulator.region] = boto3.session.Session(
+                aws_access_key_id=HARNESS_KEY, aws_secret_access_key=HARNESS_KEY, region_name=emulator.region
+            )
+        return session.client(service_name, endpoint_url=emulator.endpoint_url)
+
+
 def submit_jobs(emulator: Any, names: Sequence[str], threads: int = 8) -> int:
-    """Create every job (boto3, a few threads, in name order as far as threads allow).
+    """Create every job (boto3, a few threads, in name order as far as threads allow), signed with
+    :data:`HARNESS_KEY`.
 
     :param emulator: an ``OfflineSageMaker``/``RemoteSageMaker`` handle.
     :returns: how many jobs were created.
@@ -162,7 +199,7 @@ def submit_jobs(emulator: Any, names: Sequence[str], threads: int = 8) -> int:
     def create(name: str) -> bool:
         client = getattr(local, "client", None)
         if client is None:
-            client = local.client = emulator.boto3_client("sagemaker")
+            client = local.client = harness_client(emulator)
         client.create_training_job(**create_request(name))
         return True
 

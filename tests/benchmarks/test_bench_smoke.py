@@ -1,7 +1,8 @@
 """The benchmark harness runs end to end (``--smoke``) and reports every figure for every variant.
 
 Only the shape of the result is checked, never a timing: the smoke configuration is far too small
-and too fast for its numbers to mean anything.
+and too fast for its numbers to mean anything. The smoke account holds others' jobs too (a history
+and a stream of new ones), and the ``events`` variant runs once, unthrottled.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {"ours", "stock", "naive"}
+SMOKE_RUNS = {(v, False) for v in (*VARIANTS, "events")} | {(v, True) for v in VARIANTS}
+SMOKE_HISTORY_JOBS = 200
 RUN_FIGURES = (
     ("calls", "total"),
     ("calls", "per_job_hour_real"),
@@ -46,6 +49,43 @@ def _dig(data: dict[str, Any], path: tuple[str, ...]) -> Any:
     return data
 
 
+def _check_background(key: tuple[str, bool], run: dict[str, Any]) -> None:
+    """Others' jobs were in the account: the history had ended, the churn kept creating jobs."""
+    background = run["background"]
+    assert background["history_jobs"] == SMOKE_HISTORY_JOBS, key
+    history = background["history_status"]
+    assert sum(history.values()) == SMOKE_HISTORY_JOBS and set(history) == {"Completed", "Failed"}, (
+        key,
+        history,
+    )
+    churn = background["churn"]
+    assert churn["error"] is None, (key, churn["error"])
+    assert churn["rate_per_emulated_hour"] > 0, key
+    assert 0 < churn["created_by"]["waiting_window"] <= churn["jobs_created"], (key, churn)
+    assert sum(churn["status_at_end"].values()) == churn["jobs_created"], (key, churn)
+    # The harness's own calls are signed with another access key id and never counted.
+    assert "CreateTrainingJob" not in run["figures"]["calls"]["by_operation"], key
+    assert run["workload"]["history_jobs"] == SMOKE_HISTORY_JOBS, key
+
+
+def _check_list_pages(run: dict[str, Any]) -> None:
+    """Others' jobs created since ours are in the List window: a pass takes more than one page."""
+    model = run["figures"]["calls"]["model"]
+    assert model["list_pass_pages"], model
+    assert sum(model["list_pass_pages"]) == run["figures"]["calls"]["by_operation"]["ListTrainingJobs"]
+    assert model["list_pages_per_pass_max"] >= 2, model["list_pass_pages"]
+    assert isinstance(model["list_pages_per_pass"], Real)
+
+
+def _check_event_route(run: dict[str, Any]) -> None:
+    """The events run had its queue and rule, and the trigger process was told the queue's URL."""
+    route = run["event_route"]
+    assert route["queue_url"] and route["queue_url"] == run["event_queue_url"], route
+    assert route["pattern"]["source"] == ["aws.sagemaker"], route
+    sqs = run["figures"]["calls"]["sqs"]
+    assert isinstance(sqs["total"], int) and isinstance(sqs["by_operation"], dict), sqs
+
+
 def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     completed = subprocess.run(
@@ -60,13 +100,16 @@ def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> Non
     result = json.loads(output.read_text(encoding="utf-8"))
 
     runs = {(run["variant"], run["throttled"]): run for run in result["runs"]}
-    assert set(runs) == {(v, t) for v in VARIANTS for t in (False, True)}, sorted(runs)
+    assert set(runs) == SMOKE_RUNS, sorted(runs)
     for key, run in runs.items():
         assert "figures" in run, f"{key}: {run.get('error') or run.get('skipped')}"
         for path in RUN_FIGURES:
             value = _dig(run["figures"], path)
             assert isinstance(value, Real), f"{key} {'.'.join(path)} = {value!r}"
         assert run["figures"]["tasks"]["failed"] == 0, f"{key}: {run['figures']['tasks']['failed_examples']}"
+        _check_background(key, run)
+    _check_list_pages(runs[("ours", False)])
+    _check_event_route(runs[("events", False)])
 
     parse = result["parse"]
     assert set(parse["files"]) == {"preferences", "stock"}
