@@ -26,6 +26,7 @@ Modules, from the bottom up (a module imports only modules above it in this list
 - HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.events`
   (the jobs' EventBridge events and the pump delivering them), :mod:`.admin` (admin route table),
   :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app), :mod:`.handler` (fast path),
+  :mod:`.moto_speedups` (moto's SQS receive in constant time),
   :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users hold);
 - entry points: :mod:`.cli` (``sm-prefs-emulator``), :mod:`.pytest_plugin` (fixtures).
 """

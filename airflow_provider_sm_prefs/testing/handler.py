@@ -13,6 +13,7 @@ import logging
 import socket
 from typing import Any
 
+from airflow_provider_sm_prefs.testing.moto_speedups import apply as apply_moto_speedups
 from airflow_provider_sm_prefs.testing.operations import emulated_operation
 from airflow_provider_sm_prefs.testing.responses import DATE_SET, drop_connection, status_line
 from airflow_provider_sm_prefs.testing.service import EmulatorService
@@ -22,6 +23,8 @@ try:
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise missing_moto(exc) from exc
+
+apply_moto_speedups()
 
 __all__ = ["EmulatorRequestHandler"]
 

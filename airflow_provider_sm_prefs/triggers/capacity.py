@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -30,7 +30,7 @@ from airflow_provider_sm_prefs.status import (
 )
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
-from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer, event_mode_for
+from airflow_provider_sm_prefs.triggers.event_mode import event_mode_for
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
@@ -261,10 +261,6 @@ class SageMakerCapacityTrigger(BaseTrigger):
     def _client_key(self) -> tuple[Any, ...]:
         return self.settings.pool_key()
 
-    async def _event_mode(self) -> tuple[EventQueueConsumer, float] | None:
-        """Event mode for this trigger's connection (:mod:`.event_queue`), or None when not configured."""
-        return await event_mode_for(self.settings)
-
     def _open_client(self) -> Any:
         """``hook.get_async_conn()``: called once per process and settings, by the first user."""
         return self.hook.get_async_conn()  # type: ignore[no-untyped-call]
@@ -309,7 +305,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         process's (an offline SageMaker with compressed time). Returns the last summary seen (to
         re-register without an early pass), or None when the job changed or its timer is due.
         """
-        watcher = watcher_for(kind, client_key, self._open_client, self._event_mode)
+        watcher = watcher_for(kind, client_key, self._open_client, partial(event_mode_for, self.settings))
         is_change = listed_change(kind, self.wait_for)
         loop = asyncio.get_running_loop()
         until = loop.time() + limit

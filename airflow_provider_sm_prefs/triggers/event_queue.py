@@ -27,7 +27,10 @@ live consumer before it is dropped:
   is none): deleted. Otherwise it is *passed on*: sent to the queue again (same body, message attributes
   naming the consumers it visited and when it first arrived) and the original deleted. A new message
   wakes the other consumers' waiting long-polls at once, so a peer usually takes it first; if it comes
-  back to a consumer it visited already, that one passes it on again after :data:`PASS_AGAIN_DELAY`.
+  back to a consumer it visited already, that one passes it on again with a random delay that grows
+  with each return (:data:`PASS_DELAY_MAX`). After passing
+  anything on, a consumer waits a random :data:`PASS_PAUSE` before its next receive, so the peers'
+  waiting long-polls take what it passed and no two consumers fall into lock-step.
   Nothing is passed on for longer than :data:`HORIZON`;
 * not a SageMaker job event at all: deleted.
 
@@ -43,9 +46,9 @@ pattern to your own jobs (a job-name prefix) cuts the rest; see docs/events.md. 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
+import random
 import time
 import uuid
 from collections import OrderedDict
@@ -55,7 +58,6 @@ from typing import Any
 
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import backoff_delay, error_code, is_transient
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.kinds import JobKind
 
 log = logging.getLogger(__name__)
@@ -65,20 +67,19 @@ DETAIL_TYPES = {
     "SageMaker Training Job State Change": JobKind.TRAINING,
     "SageMaker Processing Job State Change": JobKind.PROCESSING,
 }
-#: Connection extra naming the queue (overrides the config option; empty or "off" turns event mode off).
-CONNECTION_EXTRA = "sm_prefs_event_queue_url"
-#: Default of ``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow.
-DEFAULT_SAFETY_LIST_SECONDS = 300.0
 #: Long-poll wait of one ReceiveMessage (SQS's maximum).
 WAIT_SECONDS = 20
 #: Messages per ReceiveMessage (SQS's maximum).
 BATCH = 10
 #: An event is passed on between consumers for at most this long (seconds since SQS first received it).
 HORIZON = 60.0
-#: After passing messages on, wait this long before the next receive: a peer's long-poll first.
-PASS_PAUSE = 0.1
-#: Delay of an event passed on again by a consumer it came back to before a peer took it.
-PASS_AGAIN_DELAY = 1
+#: After passing messages on, wait a random time in this range (seconds) before the next receive.
+PASS_PAUSE = (0.05, 0.5)
+#: An event that comes back to a consumer for the n-th time is passed on with a random delay of up to
+#: 2**n seconds (at most this many).
+PASS_DELAY_MAX = 15
+#: Visits remembered on a message passed on (the newest).
+PASSED_BY_KEEP = 32
 #: Each consumer announces itself this often (seconds); peers not heard of for PEER_TTL are forgotten.
 PRESENCE_EVERY = 30.0
 PEER_TTL = 3 * PRESENCE_EVERY
@@ -128,29 +129,6 @@ def parse_event(body: str) -> JobEvent | None:
     if not isinstance(name, str) or not name:
         return None
     return JobEvent(kind, name, str(envelope.get("id") or ""), detail)
-
-
-def configured_queue_url(connection_extra: dict[str, Any] | None) -> str | None:
-    """The queue of event mode: the connection's extra, else ``[sm_prefs] event_queue_url``; None when off.
-
-    Read in the triggerer when a wait starts, never at DAG parse time.
-    """
-    if connection_extra and CONNECTION_EXTRA in connection_extra:
-        value = connection_extra.get(CONNECTION_EXTRA)
-    else:
-        from airflow.configuration import conf
-
-        value = conf.get("sm_prefs", "event_queue_url", fallback=None)
-    text = str(value or "").strip()
-    return None if text.lower() in ("", "off", "none", "false") else text
-
-
-def safety_list_seconds() -> float:
-    """``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow."""
-    from airflow.configuration import conf
-
-    value = conf.getfloat("sm_prefs", "event_safety_list_seconds", fallback=DEFAULT_SAFETY_LIST_SECONDS)
-    return max(1.0, value)
 
 
 @dataclass
@@ -280,7 +258,7 @@ class EventQueueConsumer:
                         self._presence_due = loop.time() + PRESENCE_EVERY
                         await self._announce(client)
                     if passed:
-                        await asyncio.sleep(PASS_PAUSE)
+                        await asyncio.sleep(random.uniform(*PASS_PAUSE))
         except Exception as err:  # never take the waits down with the queue
             log.warning("The event queue loop stopped (%s: %s)", type(err).__name__, err)
         finally:
@@ -360,7 +338,7 @@ class EventQueueConsumer:
         if now - announced >= PRESENCE_OFFER:
             return None
         # Our own presence came back before anyone else took it: offer it once more, a little later.
-        return {"MessageBody": body, "DelaySeconds": PASS_AGAIN_DELAY, PRESENCE_ATTRIBUTE: True}
+        return {"MessageBody": body, "DelaySeconds": 1, PRESENCE_ATTRIBUTE: True}
 
     def _route(self, message: dict[str, Any], now: float) -> dict[str, Any] | None:
         """Handle one message: None to delete it, or the copy to pass on (see the module docstring)."""
@@ -385,11 +363,14 @@ class EventQueueConsumer:
         if not (self.live_peers() - set(passers)) or now - first_sent >= HORIZON:
             self.stats.expired += 1
             return None
+        # Came back to this consumer before: a peer may be gone (until PEER_TTL) or busy; back off.
+        again = passers.count(self.consumer_id)
+        delay = random.randint(1, min(2**again, PASS_DELAY_MAX)) if again else 0
         return {
             "MessageBody": body,
-            "DelaySeconds": PASS_AGAIN_DELAY if self.consumer_id in passers else 0,
+            "DelaySeconds": delay,
             "MessageAttributes": {
-                PASSED_BY: _text(",".join(dict.fromkeys([*passers, self.consumer_id]))),
+                PASSED_BY: _text(",".join([*passers, self.consumer_id][-PASSED_BY_KEEP:])),
                 FIRST_SENT: {"DataType": "Number", "StringValue": str(int(first_sent * 1000))},
             },
         }
@@ -475,43 +456,3 @@ def consumer_for(
     if consumer is None:
         consumer = _CONSUMERS[key] = EventQueueConsumer(key, opener, queue_url)
     return consumer
-
-
-def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
-    if not settings.aws_conn_id:
-        return {}
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-    hook = AwsBaseHook(client_type="sqs", **settings.hook_kwargs())
-    return dict(hook.conn_config.extra_config or {})
-
-
-async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, float] | None:
-    """The consumer of the configured queue for these settings and the safety List cadence; None if off.
-
-    Reads the connection (through a thread: it may block) and the config when a wait starts.
-    """
-    from asgiref.sync import sync_to_async
-
-    extra = await sync_to_async(_connection_extra, thread_sensitive=False)(settings)
-    url = configured_queue_url(extra)
-    if url is None:
-        return None
-
-    def opener() -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
-
-    return consumer_for(settings.pool_key(), opener, url), safety_list_seconds()
-
-
-async def stop_all() -> None:
-    """Cancel every consumer loop of this process (tests)."""
-    for consumer in list(_CONSUMERS.values()):
-        task = consumer._task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-    _CONSUMERS.clear()

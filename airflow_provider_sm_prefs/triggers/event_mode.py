@@ -1,0 +1,70 @@
+"""Whether event mode is on for a connection, and its consumer: read in the triggerer when a wait starts.
+
+The queue comes from the AWS connection's extra ``sm_prefs_event_queue_url`` if it has that key (an empty
+value turns event mode off for the connection), else from ``[sm_prefs] event_queue_url``. See
+:mod:`.event_queue` for what event mode does, docs/events.md for setting it up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer, consumer_for
+
+#: Connection extra naming the queue (overrides the config option; empty or "off" turns event mode off).
+CONNECTION_EXTRA = "sm_prefs_event_queue_url"
+#: Default of ``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow.
+DEFAULT_SAFETY_LIST_SECONDS = 300.0
+
+
+def configured_queue_url(connection_extra: dict[str, Any] | None) -> str | None:
+    """The queue of event mode: the connection's extra, else ``[sm_prefs] event_queue_url``; None when off.
+
+    Read in the triggerer when a wait starts, never at DAG parse time.
+    """
+    if connection_extra and CONNECTION_EXTRA in connection_extra:
+        value = connection_extra.get(CONNECTION_EXTRA)
+    else:
+        from airflow.configuration import conf
+
+        value = conf.get("sm_prefs", "event_queue_url", fallback=None)
+    text = str(value or "").strip()
+    return None if text.lower() in ("", "off", "none", "false") else text
+
+
+def safety_list_seconds() -> float:
+    """``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow."""
+    from airflow.configuration import conf
+
+    value = conf.getfloat("sm_prefs", "event_safety_list_seconds", fallback=DEFAULT_SAFETY_LIST_SECONDS)
+    return max(1.0, value)
+
+
+def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
+    if not settings.aws_conn_id:
+        return {}
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    hook = AwsBaseHook(client_type="sqs", **settings.hook_kwargs())
+    return dict(hook.conn_config.extra_config or {})
+
+
+async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, float] | None:
+    """The consumer of the configured queue for these settings and the safety List cadence; None if off.
+
+    Reads the connection (through a thread: it may block) and the config when a wait starts.
+    """
+    from asgiref.sync import sync_to_async
+
+    extra = await sync_to_async(_connection_extra, thread_sensitive=False)(settings)
+    url = configured_queue_url(extra)
+    if url is None:
+        return None
+
+    def opener() -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
+
+    return consumer_for(settings.pool_key(), opener, url), safety_list_seconds()
