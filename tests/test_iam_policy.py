@@ -226,6 +226,7 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                 os.environ.pop("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", None)
             _count(stats, sm.stats())
     finally:
+        sm.remove_event_queue("sagemaker-job-events")
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

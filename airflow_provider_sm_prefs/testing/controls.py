@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Mapping
@@ -95,6 +96,15 @@ class EmulatorControls:
         events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
         events.put_targets(Rule=name, Targets=[{"Id": "sm-prefs-queue", "Arn": arn}])
         return url
+
+    def remove_event_queue(self, name: str = "sagemaker-job-events") -> None:
+        """Undo :meth:`create_event_queue`: the rule, its target and the queue (moto's state outlives a reset)."""
+        sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
+        with contextlib.suppress(Exception):
+            events.remove_targets(Rule=name, Ids=["sm-prefs-queue"])
+            events.delete_rule(Name=name)
+        with contextlib.suppress(Exception):
+            sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"])
 
     def airflow_env(self, conn_id: str = "aws_default") -> dict[str, str]:
         """Environment variables defining an Airflow AWS connection to this endpoint, plus fake AWS creds."""

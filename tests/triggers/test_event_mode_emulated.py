@@ -37,9 +37,22 @@ def scenario() -> dict[str, Any]:
     }
 
 
+created_queues: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_queues(sm: Any) -> Any:
+    """Rules outlive the emulator's reset (moto's state): remove them, or later tests pay for them."""
+    yield
+    while created_queues:
+        sm.remove_event_queue(created_queues.pop())
+
+
 def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[list[dict[str, Any]], Any]:
     """N jobs, each waited for in event mode; their events and the consumer's stats."""
-    url = sm.create_event_queue(f"sm-events-{uuid.uuid4().hex[:8]}")
+    name = f"sm-events-{uuid.uuid4().hex[:8]}"
+    url = sm.create_event_queue(name)
+    created_queues.append(name)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", str(safety))
     client = sm.boto3_client("sagemaker")
@@ -62,8 +75,11 @@ def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[
 
     async def main() -> list[dict[str, Any]]:
         tasks = [asyncio.create_task(one(name)) for name in names]
-        await asyncio.sleep(0.5)
-        stats.extend(c.stats for c in event_queue._CONSUMERS.values() if c.queue_url == url)
+        for _ in range(200):  # the consumer starts once the first wait has read its connection
+            stats.extend(c.stats for c in event_queue._CONSUMERS.values() if c.queue_url == url)
+            if stats:
+                break
+            await asyncio.sleep(0.05)
         return list(await asyncio.wait_for(asyncio.gather(*tasks), 60))
 
     return asyncio.run(main()), stats[0]
