@@ -71,6 +71,8 @@ DETAIL_TYPES = {
 WAIT_SECONDS = 20
 #: Messages per ReceiveMessage (SQS's maximum).
 BATCH = 10
+#: After a short batch that woke nobody, wait this long (seconds) before the next receive.
+GATHER = 0.25
 #: An event is passed on between consumers for at most this long (seconds since SQS first received it).
 HORIZON = 60.0
 #: After passing messages on, wait a random time in this range (seconds) before the next receive.
@@ -253,17 +255,27 @@ class EventQueueConsumer:
                     if not self.healthy:
                         log.info("Reading job events from %s", self.queue_url)
                     self._set_healthy(True)
-                    passed = await self._handle(client, answer.get("Messages") or [])
-                    if loop.time() >= self._presence_due:
-                        self._presence_due = loop.time() + PRESENCE_EVERY
-                        await self._announce(client)
-                    if passed:
-                        await asyncio.sleep(random.uniform(*PASS_PAUSE))
+                    await self._after_receive(client, answer.get("Messages") or [])
         except Exception as err:  # never take the waits down with the queue
             log.warning("The event queue loop stopped (%s: %s)", type(err).__name__, err)
         finally:
             self._set_healthy(False)
             _CONSUMERS.pop(self.key, None)
+
+    async def _after_receive(self, client: Any, messages: list[dict[str, Any]]) -> None:
+        """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
+        loop = asyncio.get_running_loop()
+        woke = self.stats.woke
+        passed = await self._handle(client, messages)
+        if loop.time() >= self._presence_due:
+            self._presence_due = loop.time() + PRESENCE_EVERY
+            await self._announce(client)
+        if passed:
+            await asyncio.sleep(random.uniform(*PASS_PAUSE))
+        elif messages and len(messages) < BATCH and self.stats.woke == woke:
+            # Others' events trickling in one by one: let a batch gather (bounds the calls per event
+            # under churn; delays a watched job's event by GATHER at most).
+            await asyncio.sleep(GATHER)
 
     def live_peers(self) -> set[str]:
         """The other consumers heard of within :data:`PEER_TTL`."""
