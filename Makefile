@@ -15,7 +15,7 @@ help:
 	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
 	@echo "make lint     - ruff and mypy"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
-	@echo "make bench    - run the benchmarks (not part of make test)"
+	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
@@ -89,8 +89,13 @@ lint: install
 demo: install
 	$(RUN) python -m harness.demo
 
+# Every figure of docs/performance.md: others' jobs in the account (ours, stock, naive, event mode at
+# N = 100/1,000/3,000, throttled, DAG parse), event mode at 10,000 waits, and the earlier workload
+# without others' jobs. About 80 minutes on 2 cores.
 bench: install
 	$(RUN) python -m benchmarks.run
+	$(RUN) python -m benchmarks.run --sizes 10000 --variants events --no-throttled --no-parse
+	$(RUN) python -m benchmarks.run --no-churn --variants ours,stock,naive --no-parse
 
 # RECORDS=2000 for a quicker run; writes build/capacity-page/ only.
 RECORDS ?= 10000

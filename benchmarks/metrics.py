@@ -561,11 +561,68 @@ TARGET_NAMES: tuple[str, ...] = (
     "worst event-loop lag, whole run",
     "worst event-loop lag, while waiting",
     "failed tasks under 10/s throttling",
+    "poll mode: waiting calls per job-hour, stock / ours",
+    "poll mode: p95 detection latency, ours / stock",
+    "event mode: p95 detection latency",
+    "event mode: per-job calls per job-hour while waiting",
+    "event mode: CPU, % of one core, whole run",
+    "event mode at 10,000 waits: peak RSS",
+    "event mode at 10,000 waits: worst event-loop lag after start-up",
+    "event mode at 10,000 waits: failed triggers",
 )
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
     return (num / den) if (num is not None and den) else None
+
+
+def _mode_targets(
+    runs: Sequence[Mapping[str, Any]],
+    n_jobs: int,
+    o: Mapping[str, Any],
+    st: Mapping[str, Any],
+    add: Any,
+) -> None:
+    """Poll mode against stock and event mode at ``n_jobs`` (same run), event mode at 10,000 waits."""
+    if o and st:
+        o_wait = o["calls"]["model"].get("waiting_per_job_hour")
+        s_wait = st["calls"]["model"].get("waiting_per_job_hour")
+        ratio = _ratio(s_wait, o_wait)
+        add(
+            TARGET_NAMES[9],
+            ratio,
+            ">= 20x",
+            None if ratio is None else ratio >= 20.0,
+            f"ours {o_wait:.2f}/job-h, stock {s_wait:.1f}/job-h" if ratio is not None else "",
+        )
+        o95, s95 = o["latency_seconds"]["p95"], st["latency_seconds"]["p95"]
+        share = _ratio(o95, s95)
+        add(TARGET_NAMES[10], share, "<= 0.6", None if share is None else share <= 0.6)
+    events = _find(runs, "events", n_jobs, False)
+    if events:
+        e = events["figures"]
+        p95 = e["latency_seconds"]["p95"]
+        add(TARGET_NAMES[11], p95, "<= 2 s", None if p95 is None else p95 <= 2.0)
+        polling = e["calls"]["model"].get("describe_per_job_hour")
+        add(TARGET_NAMES[12], polling, "0", None if polling is None else polling == 0, "List passes excluded")
+        cpu = e["cpu"]["percent_of_one_core"]
+        add(TARGET_NAMES[13], cpu, "<= 5 %", cpu <= 5.0, "start-up, others' events and detection included")
+    big = _find(runs, "events", 10_000, False)
+    if big:
+        b = big["figures"]
+        rss = b["memory"]["peak_rss_mb"]
+        add(TARGET_NAMES[14], rss, "<= 500 MB", rss <= 500.0)
+        after = [b["loop_lag_seconds"].get(k) for k in ("max_while_waiting", "max_after_first_step")]
+        lag = max((v for v in after if v is not None), default=None)
+        add(TARGET_NAMES[15], lag, "< 0.1 s", None if lag is None else lag < LAG_TARGET_SECONDS)
+        failed = b["tasks"]["failed"]
+        add(
+            TARGET_NAMES[16],
+            failed,
+            "0",
+            failed == 0,
+            f"{b['tasks']['undetected_at_end']} undetected at the end",
+        )
 
 
 def evaluate_targets(runs: Sequence[Mapping[str, Any]], n_jobs: int = 1000) -> list[dict[str, Any]]:
@@ -646,6 +703,7 @@ def evaluate_targets(runs: Sequence[Mapping[str, Any]], n_jobs: int = 1000) -> l
             failed == 0,
             f"{undetected} still waiting for their event at the end",
         )
+    _mode_targets(runs, n_jobs, o, st, add)
     out = []
     for name in TARGET_NAMES:
         out.append(

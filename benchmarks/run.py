@@ -106,9 +106,9 @@ class Plan:
     """
 
     sizes: tuple[int, ...] = (100, 1000, 3000)
-    variants: tuple[str, ...] = ALL_VARIANTS
+    variants: tuple[str, ...] = (*ALL_VARIANTS, EVENTS)
     throttled_size: int | None = 1000
-    throttled_variants: tuple[str, ...] | None = None
+    throttled_variants: tuple[str, ...] | None = ALL_VARIANTS
     throttle_rate: float = 10.0
     poll_interval: float = 30.0
     time_scale: float = 60.0
@@ -126,7 +126,7 @@ class Plan:
     setup_per_background_job: float = 0.001
     parse_processes: int = 10
     parse_repeat: int = 5
-    budget: float = 1800.0
+    budget: float = 2700.0
     seed: int = 20261129
     smoke: bool = False
     log_level: str = "INFO"
@@ -584,7 +584,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
     parser.add_argument(
         "--variants",
-        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join(ALL_VARIANTS)})",
+        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join((*ALL_VARIANTS, EVENTS))})",
     )
     parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
     parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")

@@ -26,11 +26,14 @@ live consumer before it is dropped:
 * an event about a job this process does not watch, when every live peer has already seen it (or there
   is none): deleted. Otherwise it is *passed on*: sent to the queue again (same body, message attributes
   naming the consumers it visited and when it first arrived) and the original deleted. A new message
-  wakes the other consumers' waiting long-polls at once, so a peer usually takes it first; if it comes
-  back to a consumer it visited already, that one passes it on again with a random delay that grows
-  with each return (:data:`PASS_DELAY_MAX`). After passing
-  anything on, a consumer waits a random :data:`PASS_PAUSE` before its next receive, so the peers'
-  waiting long-polls take what it passed and no two consumers fall into lock-step.
+  wakes the other consumers' waiting long-polls at once, so a peer usually takes it first. After passing
+  anything on, a consumer waits a random :data:`PASS_PAUSE` before its next receive. If an event comes
+  back to a consumer it visited already (no peer was polling when it was passed on), that consumer
+  passes it on again and stays away from the queue for a random :data:`RETURN_PAUSE` times the number of
+  returns (longer than a long-poll takes to notice a message: moto rechecks every second), so a peer
+  polls in the meantime; two consumers passing each other's events at the same moment draw different
+  pauses and take turns. A peer that is gone (until :data:`PEER_TTL`) thus makes its events bounce at
+  most every :data:`RETURN_PAUSE_MAX` seconds, and delays this consumer's own events by as much.
   Nothing is passed on for longer than :data:`HORIZON`;
 * not a SageMaker job event at all: deleted.
 
@@ -77,9 +80,10 @@ GATHER = 0.25
 HORIZON = 60.0
 #: After passing messages on, wait a random time in this range (seconds) before the next receive.
 PASS_PAUSE = (0.05, 0.5)
-#: An event that comes back to a consumer for the n-th time is passed on with a random delay of up to
-#: 2**n seconds (at most this many).
-PASS_DELAY_MAX = 15
+#: After passing on an event that came back n times, stay away from the queue a random time in this
+#: range (seconds) times n, at most RETURN_PAUSE_MAX.
+RETURN_PAUSE = (1.1, 2.2)
+RETURN_PAUSE_MAX = 8.0
 #: Visits remembered on a message passed on (the newest).
 PASSED_BY_KEEP = 32
 #: Each consumer announces itself this often (seconds); peers not heard of for PEER_TTL are forgotten.
@@ -172,6 +176,8 @@ class EventQueueConsumer:
         #: Other consumers of the queue: id -> when last heard of (this process's monotonic clock).
         self.peers: dict[str, float] = {}
         self._presence_due = 0.0
+        #: How often the most returned event of the batch being handled came back (see RETURN_PAUSE).
+        self._returned = 0
         #: True once a receive succeeded, False again after a non-transient failure.
         self.healthy = False
         self.stats = ConsumerStats()
@@ -266,11 +272,14 @@ class EventQueueConsumer:
         """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
         loop = asyncio.get_running_loop()
         woke = self.stats.woke
+        self._returned = 0
         passed = await self._handle(client, messages)
         if loop.time() >= self._presence_due:
             self._presence_due = loop.time() + PRESENCE_EVERY
             await self._announce(client)
-        if passed:
+        if self._returned:
+            await asyncio.sleep(min(RETURN_PAUSE_MAX, self._returned * random.uniform(*RETURN_PAUSE)))
+        elif passed:
             await asyncio.sleep(random.uniform(*PASS_PAUSE))
         elif messages and len(messages) < BATCH and self.stats.woke == woke:
             # Others' events trickling in one by one: let a batch gather (bounds the calls per event
@@ -377,10 +386,9 @@ class EventQueueConsumer:
             return None
         # Came back to this consumer before: a peer may be gone (until PEER_TTL) or busy; back off.
         again = passers.count(self.consumer_id)
-        delay = random.randint(1, min(2**again, PASS_DELAY_MAX)) if again else 0
+        self._returned = max(self._returned, again)
         return {
             "MessageBody": body,
-            "DelaySeconds": delay,
             "MessageAttributes": {
                 PASSED_BY: _text(",".join([*passers, self.consumer_id][-PASSED_BY_KEEP:])),
                 FIRST_SENT: {"DataType": "Number", "StringValue": str(int(first_sent * 1000))},

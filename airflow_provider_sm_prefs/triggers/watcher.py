@@ -12,8 +12,14 @@ Pages: SageMaker cuts a page of ``MaxResults`` jobs first and filters it by ``St
 (documented for ListTrainingJobs), so a page may hold anything from none to 100 InProgress jobs. Only a
 missing ``NextToken`` ends a pass; neither an empty nor a short page means anything.
 
-Cadence: a pass costs one call per 100 jobs created in its window (since the oldest waiter's job), of
-any status, so with many waiters it is cheap to look more often than each trigger's ``poll_interval``.
+Windows: a pass lists only the creation-time windows of the waiting jobs (``CreationTimeAfter`` and
+``CreationTimeBefore`` around each *cohort*: waiters created within :data:`COHORT_GAP` of each other,
+at most :data:`MAX_WINDOWS` windows, 5 minutes of margin on each side). Jobs created between cohorts or
+after the newest waiter (in a busy account, most of them: other teams' jobs keep being created while
+ours wait) cost no page.
+
+Cadence: a pass costs one call per 100 jobs created in its windows, of any status, so with many waiters
+it is cheap to look more often than each trigger's ``poll_interval``.
 The loop keeps its List calls at or below :data:`LIST_COST_SHARE` of what per-job polling at
 ``poll_interval`` would send, and passes at least every ``poll_interval`` and at most every
 ``poll_interval / 3``: a lone waiter is listed as often as it would have Described itself, a thousand
@@ -33,9 +39,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from airflow_provider_sm_prefs.hooks.pool import shared_client
@@ -59,7 +66,7 @@ LISTING_GRACE = timedelta(seconds=60)
 #: Stop the loop (and close its client) after this long with nothing registered.
 IDLE_GRACE = 60.0
 #: List calls per second stay at or below this share of the Describe rate per-job polling would need.
-LIST_COST_SHARE = 1 / 60
+LIST_COST_SHARE = 1 / 40
 #: Passes come at least every ``poll_interval`` and at most every ``poll_interval * FASTEST_SHARE``.
 FASTEST_SHARE = 1 / 3
 #: A job registered after the last pass started gets an early pass: registrations arriving within
@@ -67,6 +74,12 @@ FASTEST_SHARE = 1 / 3
 EARLY_PASS_GATHER = 0.25
 #: ... and no two passes start closer than this (or the poll interval, if shorter).
 EARLY_PASS_MIN_GAP = 2.0
+#: Waiting jobs created within this long of each other are listed in one creation-time window ...
+COHORT_GAP = timedelta(minutes=15)
+#: ... a pass lists at most this many windows (the closest neighbours merge) ...
+MAX_WINDOWS = 8
+#: ... and each window reaches this far past its first and last waiter's CreationTime.
+WINDOW_MARGIN = timedelta(minutes=5)
 #: Waiters woken per event-loop turn, so a pass that finds hundreds of changes does not stall the loop.
 WAKE_BATCH = 50
 #: A page that fails transiently is retried in place this way before the whole pass backs off.
@@ -111,6 +124,29 @@ def listed_change(kind: JobKind, wait_for: WaitFor | str) -> Callable[[dict[str,
         return worth_a_look(phase_of(kind, summary), wanted)
 
     return changed
+
+
+def cohort_windows(created: Iterable[datetime]) -> list[tuple[datetime, datetime]]:
+    """``(CreationTimeAfter, CreationTimeBefore)`` windows covering every waiter's CreationTime.
+
+    Waiters created within :data:`COHORT_GAP` of each other share a window; with more than
+    :data:`MAX_WINDOWS` windows, the two with the smallest gap between them merge until that many are
+    left. Each window reaches :data:`WINDOW_MARGIN` past its first and last waiter.
+    """
+    times = sorted(set(created))
+    if not times:
+        return []
+    spans = [[times[0], times[0]]]
+    for moment in times[1:]:
+        if moment - spans[-1][1] <= COHORT_GAP:
+            spans[-1][1] = moment
+        else:
+            spans.append([moment, moment])
+    while len(spans) > MAX_WINDOWS:
+        closest = min(range(len(spans) - 1), key=lambda i: spans[i + 1][0] - spans[i][1])
+        spans[closest][1] = spans[closest + 1][1]
+        del spans[closest + 1]
+    return [(first - WINDOW_MARGIN, last + WINDOW_MARGIN) for first, last in spans]
 
 
 def list_cadence(poll_interval: float, waiters: int, pages: int) -> float:
@@ -349,34 +385,37 @@ class JobListWatcher:
                 return  # everyone left: back to the idle check
 
     async def list_all(self, client: Any) -> tuple[dict[str, dict[str, Any]], int]:
-        """One pass: every InProgress job created since the oldest waiter's job (less 5 min), by name.
+        """One pass: every InProgress job created in the waiters' windows (:func:`cohort_windows`), by name.
 
-        Follows ``NextToken`` until there is none: pages are filtered after they are cut, so an empty
-        or short page is no sign of the end. Returns the summaries and the number of pages.
+        Follows ``NextToken`` until there is none in each window: pages are filtered after they are cut,
+        so an empty or short page is no sign of the end. Returns the summaries and the number of pages.
         """
         spec = self.kind.spec
-        oldest = min(w.created for ws in self._waiters.values() for w in ws) - timedelta(minutes=5)
-        kwargs: dict[str, Any] = {
-            "CreationTimeAfter": oldest,
-            "StatusEquals": "InProgress",
-            "SortBy": "CreationTime",
-            "SortOrder": "Descending",
-            "MaxResults": PAGE_SIZE,
-        }
+        windows = cohort_windows(w.created for ws in self._waiters.values() for w in ws)
         summaries: dict[str, dict[str, Any]] = {}
         call = getattr(client, spec.list)
         pages = 0
-        while True:
-            page = await retry_async(lambda: call(**kwargs), f"List {self.kind.value} jobs", PAGE_RETRY)
-            pages += 1
-            if pages == 1:
-                self._service_time = (service_now(page), asyncio.get_running_loop().time())
-            for summary in page.get(spec.summaries_field, []):
-                summaries[summary[spec.name_field]] = summary
-            token = page.get("NextToken")
-            if not token:
-                return summaries, pages
-            kwargs["NextToken"] = token
+        for after, before in windows:
+            kwargs: dict[str, Any] = {
+                "CreationTimeAfter": after,
+                "CreationTimeBefore": before,
+                "StatusEquals": "InProgress",
+                "SortBy": "CreationTime",
+                "SortOrder": "Descending",
+                "MaxResults": PAGE_SIZE,
+            }
+            while True:
+                page = await retry_async(partial(call, **kwargs), f"List {self.kind.value} jobs", PAGE_RETRY)
+                pages += 1
+                if pages == 1:
+                    self._service_time = (service_now(page), asyncio.get_running_loop().time())
+                for summary in page.get(spec.summaries_field, []):
+                    summaries[summary[spec.name_field]] = summary
+                token = page.get("NextToken")
+                if not token:
+                    break
+                kwargs["NextToken"] = token
+        return summaries, pages
 
     async def _dispatch(self, summaries: dict[str, dict[str, Any]], started: float) -> None:
         """Wake the waiters this pass has news for, :data:`WAKE_BATCH` per event-loop turn."""

@@ -41,7 +41,8 @@ def test_no_churn_is_the_workload_of_the_published_tables() -> None:
 def test_defaults_put_others_jobs_in_the_account() -> None:
     plan, _ = run._parse_args([])
     assert (plan.history_jobs, plan.churn_rate) == (3000, 300.0)
-    assert plan.variants == ALL_VARIANTS == ("ours", "stock", "naive")
+    assert plan.variants == (*ALL_VARIANTS, EVENTS) == ("ours", "stock", "naive", "events")
+    assert plan.throttled_variants == ALL_VARIANTS
     workload = plan.workload(1000, False)
     assert (workload.history_jobs, workload.churn_rate) == (3000, 300.0)
     # The first step moves past the history's age, so the waiting window keeps its length.
