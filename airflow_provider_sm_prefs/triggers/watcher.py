@@ -181,6 +181,7 @@ class JobListWatcher:
         self._events_source = events
         self._events: EventQueueConsumer | None = None
         self._safety_seconds = 0.0
+        self._last_pages = 1
         self._client_key = key[:-1]
         self._opener = opener
         self._waiters: dict[str, list[_Waiter]] = {}
@@ -290,10 +291,13 @@ class JobListWatcher:
         """Events stopped (or started) flowing: bring the next pass to the cadence that now applies."""
         if self._next_pass is None or self._pass_started is None:
             return
-        due = self._pass_started + self._cadence(1)
+        started = self._pass_started
+        due = started + self._cadence(self._last_pages)
         if due < self._next_pass:
             self._next_pass = due
             self._wake.set()
+        elif not any(w.early and w.registered >= started for ws in self._waiters.values() for w in ws):
+            self._next_pass = due  # events flow now: the pass already planned can wait for the safety cadence
 
     def _ensure_running(self, waiter: _Waiter) -> None:
         if self._task is None or self._task.done():
@@ -367,6 +371,7 @@ class JobListWatcher:
             _WATCHERS.pop(self.key, None)
 
     def _schedule_next(self, started: float, pages: int) -> float:
+        self._last_pages = pages
         self._next_pass = started + self._cadence(pages)
         newcomers = [w for ws in self._waiters.values() for w in ws if w.early and w.registered >= started]
         if newcomers:
