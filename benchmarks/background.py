@@ -142,11 +142,9 @@ def create_history(workload: Workload, creator: JobCreator) -> int:
 class ChurnStream:
     """Creates ``churn_rate`` short jobs per emulated hour (Poisson arrivals, seeded) from a thread.
 
-    Arrivals are due at emulated times; each look creates every job due by the emulated clock, so a
-    jump of the clock is caught up at once. :meth:`catch_up` lets the harness create the jobs due
-    before a jump it is about to make, at the emulated time before it (as if they had been created
-    during the skipped stretch: by the end of the jump they have ended, and they are in the List
-    window all the same).
+    Arrivals are due at emulated times; each look creates every job due by the emulated clock.
+    :meth:`catch_up_through` lets the harness make a jump of the clock in steps, creating each job due
+    in the skipped stretch at its due time.
 
     :param workload: the run's workload (name, seed, ``churn_rate``).
     :param creator: how jobs are created.
@@ -198,6 +196,31 @@ class ChurnStream:
                 self._creator.create(requests, threads=threads if len(requests) > 8 else 1)
                 self.created += len(requests)
             return len(requests)
+
+    def catch_up_through(self, until: float, advance: Any) -> int:
+        """Create the jobs due up to emulated second ``until`` at their due times, moving the clock there.
+
+        For a jump of the emulated clock: each job is created after ``advance(seconds)`` brought the
+        clock to its due time, so its CreationTime is where a steady stream would have put it, not
+        bunched at the jump's start (which would crowd them into the List window of jobs created just
+        before). Returns how many were created.
+        """
+        if not self.enabled or self._next_due is None:
+            return 0
+        created = 0
+        with self._lock:
+            while self._next_due <= until:
+                ahead = self._next_due - float(self._clock())
+                if ahead > 0:
+                    advance(ahead)
+                runtime, failed = _draw(self._rng, CHURN_RUNTIME)
+                name = f"{self._prefix}-{self.created:05d}"
+                self._creator.create([background_request(name, runtime, failed)], threads=1)
+                self.failed_tagged += failed
+                self.created += 1
+                created += 1
+                self._next_due += self._rng.expovariate(self._rate)
+        return created
 
     def _run(self) -> None:
         while not self._stop.is_set():

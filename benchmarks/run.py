@@ -505,8 +505,8 @@ def run_one(
         warm_at, first_seen = _warm_up(
             plan, emulator, names, lambda: n_jobs + churn.created, go, cap, quiet_from
         )
-        # Others' jobs due before the waiting window are created before the jump (see ChurnStream).
-        churn.catch_up(quiet_from)
+        # Others' jobs due before the waiting window are created at their due times during the jump.
+        churn.catch_up_through(quiet_from, emulator.advance)
         churn_counts["waiting_window"] = churn.created
         # Jump so that the first step comes `quiet` seconds from now, whatever the warm-up took.
         jump = _jump_clock(emulator, quiet_from)
