@@ -14,7 +14,7 @@ missing ``NextToken`` ends a pass; neither an empty nor a short page means anyth
 
 Windows: a pass lists only the creation-time windows of the waiting jobs (``CreationTimeAfter`` and
 ``CreationTimeBefore`` around each *cohort*: waiters created within :data:`COHORT_GAP` of each other,
-at most :data:`MAX_WINDOWS` windows, 5 minutes of margin on each side). Jobs created between cohorts or
+at most :data:`MAX_WINDOWS` windows, :data:`WINDOW_MARGIN` on each side). Jobs created between cohorts or
 after the newest waiter (in a busy account, most of them: other teams' jobs keep being created while
 ours wait) cost no page.
 
@@ -78,8 +78,11 @@ EARLY_PASS_MIN_GAP = 2.0
 COHORT_GAP = timedelta(minutes=15)
 #: ... a pass lists at most this many windows (the closest neighbours merge) ...
 MAX_WINDOWS = 8
-#: ... and each window reaches this far past its first and last waiter's CreationTime.
-WINDOW_MARGIN = timedelta(minutes=5)
+#: ... and each window reaches this far past its first and last waiter's CreationTime. The waiters'
+#: CreationTimes come from Describe, on the clock the filter uses: a second covers the filter's strict
+#: "after"/"before". (A wide margin would keep jobs that got capacity in the window of the later ones
+#: and the pass would not get cheaper as a wave of jobs leaves.)
+WINDOW_MARGIN = timedelta(seconds=1)
 #: Waiters woken per event-loop turn, so a pass that finds hundreds of changes does not stall the loop.
 WAKE_BATCH = 50
 #: A page that fails transiently is retried in place this way before the whole pass backs off.

@@ -9,6 +9,7 @@ import pytest
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.triggers.watcher import (
     MAX_WINDOWS,
+    WINDOW_MARGIN,
     cohort_windows,
     list_cadence,
     listed_change,
@@ -31,7 +32,7 @@ def test_list_cadence_speeds_up_only_while_listing_stays_cheap(
 
 def test_cohort_windows_skip_the_jobs_created_between_and_after_the_waiters() -> None:
     t0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
-    margin = timedelta(minutes=5)
+    margin = WINDOW_MARGIN
     # One nightly cohort over 10 minutes, another three hours later: two windows, nothing in between.
     nightly = [t0 + timedelta(minutes=m) for m in range(0, 11, 2)]
     later = [t0 + timedelta(hours=3), t0 + timedelta(hours=3, minutes=14)]

@@ -23,16 +23,18 @@ from airflow_provider_sm_prefs.triggers.watcher import PAGE_SIZE, JobListWatcher
 
 G6, G5, CPU = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.m5.xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
-FILLERS = 120  # finished jobs created after each waiting job
+FILLERS = 250  # finished jobs created after each waiting job
 WAITING = ["wait-0", "wait-1"]
 G5_FREE_AT = 5000  # emulated seconds after the start
 
 
 def busy_account(sm: Any) -> dict[str, datetime]:
-    """wait-0, 120 finished jobs, wait-1, 120 finished jobs; the waiting jobs' CreationTime by name.
+    """wait-0, 250 finished jobs, wait-1, 250 finished jobs; the waiting jobs' CreationTime by name.
 
-    Listed newest first, 100 a page: [100 finished], [20 finished, wait-1, 79 finished],
-    [41 finished, wait-0]. With StatusEquals=InProgress the pages hold 0, 1 and 1 jobs.
+    The List loop's window runs from wait-0 to wait-1 (the finished jobs created after wait-1 are
+    outside it). Listed newest first, 100 a page: [wait-1, 99 finished], [100 finished],
+    [51 finished, wait-0]. With StatusEquals=InProgress the pages hold 1, 0 and 1 jobs. (A window open
+    to the present, as the premise below lists, starts with 2 pages of finished jobs only.)
     """
     sm.load_scenario(
         {
