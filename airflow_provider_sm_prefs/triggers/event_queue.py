@@ -189,6 +189,7 @@ class EventQueueConsumer:
         key = (kind, job_name)
         self._subscribers.setdefault(key, []).append(callback)
         if self._task is None or self._task.done():
+            _CONSUMERS.setdefault(self.key, self)  # registered again after an idle stop
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sm-prefs-event-queue")
 
         def unsubscribe() -> None:
@@ -266,7 +267,8 @@ class EventQueueConsumer:
             log.warning("The event queue loop stopped (%s: %s)", type(err).__name__, err)
         finally:
             self._set_healthy(False)
-            _CONSUMERS.pop(self.key, None)
+            if _CONSUMERS.get(self.key) is self:
+                del _CONSUMERS[self.key]
 
     async def _after_receive(self, client: Any, messages: list[dict[str, Any]]) -> None:
         """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
