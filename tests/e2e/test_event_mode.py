@@ -29,6 +29,10 @@ E2E_DAGS = ("e2e_fleet",)
 E2E_ENV = {
     "AIRFLOW__SM_PREFS__EVENT_QUEUE_URL": f"https://sqs.us-east-1.amazonaws.com/123456789012/{QUEUE}",
     "AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS": "600",
+    # A triggerer takes every unassigned trigger up to its capacity in one loop: 20 deferrals can all land
+    # on one. At most 12 each, the 20 capacity triggers are split over both (and the completion triggers
+    # that follow fit in the 24 slots).
+    "AIRFLOW__TRIGGERER__CAPACITY": "12",
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
     "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "120",
 }
