@@ -88,6 +88,10 @@ WEEK = 7
 STEP = 900
 #: Real seconds every unfinished task must have been deferred, unchanged, before the clock moves.
 SETTLE = 5.0
+#: Before a night's faults switch off, every kind has happened at least once: a missing kind is raised
+#: to this rate for at most FAULT_TOP_UP_SECONDS (the waiting triggers keep calling).
+FAULT_TOP_UP_RATE = 0.5
+FAULT_TOP_UP_SECONDS = 90.0
 SAMPLE_EVERY = 1.5
 #: Emulated job lifecycle: a job needs capacity at the end of Starting and trains JOB_RUNTIME seconds.
 PHASES = {"starting": 60, "downloading": 30, "uploading": 30, "stopping": 10}
@@ -419,6 +423,7 @@ class Soak:
             self._faults(plan, on=True)
             night.faults_on = True
         elif night.faults_on and step >= plan.faults_off_step:
+            self._top_up_faults(plan)
             self._faults(plan, on=False)
             night.faults_on = False
         killed = False
@@ -465,6 +470,23 @@ class Soak:
         else:
             self.af.sm.clear_faults()
         _log(f"night {plan.index}: API faults {'on' if on else 'off'}")
+
+    def _top_up_faults(self, plan: NightPlan) -> None:
+        """Raise each fault kind the night has not injected yet until it has (low rates can miss one)."""
+        rate_of = {"throttled": "throttle_rate", "errors": "error_rate", "dropped": "drop_rate"}
+        until = time.monotonic() + FAULT_TOP_UP_SECONDS
+        raised: set[str] = set()
+        while time.monotonic() < until:
+            counts = fault_counts(self.af.sm.stats())
+            missing = {kind for kind in rate_of if counts[kind] == 0}
+            if not missing:
+                return
+            if missing != raised:
+                self.af.sm.set_faults(**{rate_of[kind]: FAULT_TOP_UP_RATE for kind in missing})
+                _log(f"night {plan.index}: no {', '.join(sorted(missing))} yet; raised to {FAULT_TOP_UP_RATE}")
+                raised = missing
+            time.sleep(0.5)
+        _log(f"night {plan.index}: after {FAULT_TOP_UP_SECONDS:.0f}s still no {', '.join(sorted(missing))}")
 
     def _kill(self, name: str, plan: NightPlan, run_ids: Mapping[str, str], result: NightResult) -> set[Any]:
         """kill -9 of ``name``'s whole session, down ``plan.down_seconds``, restarted."""
