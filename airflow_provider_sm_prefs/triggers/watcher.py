@@ -23,7 +23,10 @@ it is cheap to look more often than each trigger's ``poll_interval``.
 The loop keeps its List calls at or below :data:`LIST_COST_SHARE` of what per-job polling at
 ``poll_interval`` would send, and passes at least every ``poll_interval`` and at most every
 ``poll_interval / 3``: a lone waiter is listed as often as it would have Described itself, a thousand
-are detected three times sooner.
+are detected three times sooner. The share is a budget (:class:`ListBudget`): each second of waiting
+earns ``LIST_COST_SHARE / poll_interval`` calls per waiter, each page spends one, and what a pass at
+the fastest cadence left unspent carries over (at most :data:`CREDIT_WINDOW` seconds of earnings), so
+the pace holds while a wave of waiters drains instead of slowing as the last jobs of the wave wait.
 
 Event mode (:mod:`.event_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
 each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
@@ -66,7 +69,9 @@ LISTING_GRACE = timedelta(seconds=60)
 #: Stop the loop (and close its client) after this long with nothing registered.
 IDLE_GRACE = 60.0
 #: List calls per second stay at or below this share of the Describe rate per-job polling would need.
-LIST_COST_SHARE = 1 / 40
+LIST_COST_SHARE = 1 / 25
+#: Unspent List credit carries over, up to this many seconds of what the current waiters earn.
+CREDIT_WINDOW = 600.0
 #: Passes come at least every ``poll_interval`` and at most every ``poll_interval * FASTEST_SHARE``.
 FASTEST_SHARE = 1 / 3
 #: A job registered after the last pass started gets an early pass: registrations arriving within
@@ -152,12 +157,48 @@ def cohort_windows(created: Iterable[datetime]) -> list[tuple[datetime, datetime
     return [(first - WINDOW_MARGIN, last + WINDOW_MARGIN) for first, last in spans]
 
 
-def list_cadence(poll_interval: float, waiters: int, pages: int) -> float:
-    """Seconds between pass starts for ``waiters`` jobs listed in ``pages`` pages (module docstring)."""
+def earn_rate(poll_interval: float, waiters: int) -> float:
+    """List calls per second the budget allows for ``waiters`` jobs polled every ``poll_interval``."""
+    return LIST_COST_SHARE * waiters / poll_interval
+
+
+def list_cadence(poll_interval: float, waiters: int, pages: int, credit: float = 0.0) -> float:
+    """Seconds between pass starts for ``waiters`` jobs listed in ``pages`` pages (module docstring).
+
+    :param credit: calls saved earlier (:class:`ListBudget`); a pass they cover may come sooner.
+    """
     if not waiters:
         return poll_interval
-    affordable = poll_interval * max(1, pages) / (LIST_COST_SHARE * waiters)
+    affordable = max(0.0, max(1, pages) - credit) / earn_rate(poll_interval, waiters)
     return min(poll_interval, max(poll_interval * FASTEST_SHARE, affordable))
+
+
+@dataclass
+class ListBudget:
+    """List calls earned at :data:`LIST_COST_SHARE` of per-job polling, spent one per page.
+
+    Over any stretch of time the loop's List calls stay within the share of what per-job polling of
+    the waiters of that time would have sent, plus at most :data:`CREDIT_WINDOW` seconds of earnings
+    saved before it; a debt (a pass longer than the cadence allowed) delays the next pass instead.
+    """
+
+    credit: float = 0.0
+    at: float | None = None
+
+    def spend(self, now: float, poll_interval: float, waiters: int, pages: int) -> float:
+        """Earn for the time since the last pass started, spend ``pages``; the credit left.
+
+        The first pass is not charged: it stands for the look each trigger would take on its own when it
+        starts waiting.
+        """
+        rate = earn_rate(poll_interval, waiters)
+        if self.at is None:  # the first pass: nothing earned yet, nothing owed for it
+            self.at = now
+            return self.credit
+        self.credit += rate * max(0.0, now - self.at)
+        self.at = now
+        self.credit = max(-float(pages), min(self.credit - pages, rate * CREDIT_WINDOW))
+        return self.credit
 
 
 class JobListWatcher:
@@ -185,6 +226,7 @@ class JobListWatcher:
         self._events: EventQueueConsumer | None = None
         self._safety_seconds = 0.0
         self._last_pages = 1
+        self._budget = ListBudget()
         self._client_key = key[:-1]
         self._opener = opener
         self._waiters: dict[str, list[_Waiter]] = {}
@@ -323,10 +365,13 @@ class JobListWatcher:
             self._next_pass = early
             self._wake.set()
 
-    def _cadence(self, pages: int) -> float:
+    def _poll_and_waiters(self) -> tuple[float, int]:
         waiters = [w for ws in self._waiters.values() for w in ws]
-        poll = min((w.interval for w in waiters), default=30.0)
-        cadence = list_cadence(poll, len(waiters), pages)
+        return min((w.interval for w in waiters), default=30.0), len(waiters)
+
+    def _cadence(self, pages: int) -> float:
+        poll, waiters = self._poll_and_waiters()
+        cadence = list_cadence(poll, waiters, pages, self._budget.credit)
         if self.events_flowing:
             return max(cadence, self._safety_seconds)
         return cadence
@@ -375,6 +420,7 @@ class JobListWatcher:
 
     def _schedule_next(self, started: float, pages: int) -> float:
         self._last_pages = pages
+        self._budget.spend(started, *self._poll_and_waiters(), pages)
         self._next_pass = started + self._cadence(pages)
         newcomers = [w for ws in self._waiters.values() for w in ws if w.early and w.registered >= started]
         if newcomers:
