@@ -473,17 +473,24 @@ class Soak:
 
     def _top_up_faults(self, plan: NightPlan) -> None:
         """Raise each fault kind the night has not injected yet until it has (low rates can miss one)."""
-        rate_of = {"throttled": "throttle_rate", "errors": "error_rate", "dropped": "drop_rate"}
+        kinds = ("throttled", "errors", "dropped")
         until = time.monotonic() + FAULT_TOP_UP_SECONDS
         raised: set[str] = set()
         while time.monotonic() < until:
             counts = fault_counts(self.af.sm.stats())
-            missing = {kind for kind in rate_of if counts[kind] == 0}
+            missing = {kind for kind in kinds if counts[kind] == 0}
             if not missing:
                 return
             if missing != raised:
-                self.af.sm.set_faults(**{rate_of[kind]: FAULT_TOP_UP_RATE for kind in missing})
-                _log(f"night {plan.index}: no {', '.join(sorted(missing))} yet; raised to {FAULT_TOP_UP_RATE}")
+                raise_to = {kind: FAULT_TOP_UP_RATE if kind in missing else None for kind in kinds}
+                self.af.sm.set_faults(
+                    throttle_rate=raise_to["throttled"],
+                    error_rate=raise_to["errors"],
+                    drop_rate=raise_to["dropped"],
+                )
+                _log(
+                    f"night {plan.index}: no {', '.join(sorted(missing))} yet; raised to {FAULT_TOP_UP_RATE}"
+                )
                 raised = missing
             time.sleep(0.5)
         _log(f"night {plan.index}: after {FAULT_TOP_UP_SECONDS:.0f}s still no {', '.join(sorted(missing))}")

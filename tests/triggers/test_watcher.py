@@ -22,7 +22,15 @@ from airflow_provider_sm_prefs.triggers.watcher import (
 
 @pytest.mark.parametrize(
     ("waiters", "pages", "expected"),
-    [(1, 1, 30.0), (10, 1, 30.0), (50, 1, 15.0), (100, 1, 10.0), (1000, 10, 10.0), (1000, 20, 15.0), (1000, 40, 30.0)],
+    [
+        (1, 1, 30.0),
+        (10, 1, 30.0),
+        (50, 1, 15.0),
+        (100, 1, 10.0),
+        (1000, 10, 10.0),
+        (1000, 20, 15.0),
+        (1000, 40, 30.0),
+    ],
 )
 def test_list_cadence_speeds_up_only_while_listing_stays_cheap(
     waiters: int, pages: int, expected: float
