@@ -74,7 +74,9 @@ DETAIL_TYPES = {
 WAIT_SECONDS = 20
 #: Messages per ReceiveMessage (SQS's maximum).
 BATCH = 10
-#: After a short batch that woke nobody, wait this long (seconds) before the next receive.
+#: After a short batch (fewer than BATCH messages), wait this long (seconds) before the next receive:
+#: under a stream of events the receives then come full, and an event that arrives meanwhile is seen
+#: this much later at most.
 GATHER = 0.25
 #: An event is passed on between consumers for at most this long (seconds since SQS first received it).
 HORIZON = 60.0
@@ -273,7 +275,6 @@ class EventQueueConsumer:
     async def _after_receive(self, client: Any, messages: list[dict[str, Any]]) -> None:
         """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
         loop = asyncio.get_running_loop()
-        woke = self.stats.woke
         self._returned = 0
         passed = await self._handle(client, messages)
         if loop.time() >= self._presence_due:
@@ -283,9 +284,9 @@ class EventQueueConsumer:
             await asyncio.sleep(min(RETURN_PAUSE_MAX, self._returned * random.uniform(*RETURN_PAUSE)))
         elif passed:
             await asyncio.sleep(random.uniform(*PASS_PAUSE))
-        elif messages and len(messages) < BATCH and self.stats.woke == woke:
-            # Others' events trickling in one by one: let a batch gather (bounds the calls per event
-            # under churn; delays a watched job's event by GATHER at most).
+        elif messages and len(messages) < BATCH:
+            # Events trickling in one or two at a time (others' jobs, or a wave of ours): let a batch
+            # gather. Bounds the calls per event; delays an event by GATHER at most.
             await asyncio.sleep(GATHER)
 
     def live_peers(self) -> set[str]:
