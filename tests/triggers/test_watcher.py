@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.triggers.watcher import (
+from airflow_provider_sm_prefs.triggers.cadence import (
     CREDIT_WINDOW,
     LIST_COST_SHARE,
     MAX_WINDOWS,
@@ -16,8 +16,8 @@ from airflow_provider_sm_prefs.triggers.watcher import (
     cohort_windows,
     earn_rate,
     list_cadence,
-    listed_change,
 )
+from airflow_provider_sm_prefs.triggers.watcher import listed_change
 
 
 @pytest.mark.parametrize(
