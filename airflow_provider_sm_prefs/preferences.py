@@ -29,7 +29,9 @@ import ast
 import contextlib
 import copy
 import difflib
+import functools
 import json
+import marshal
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -436,12 +438,12 @@ class InstancePreferenceList(Sequence[InstancePreference]):
         return f"InstancePreferenceList({[e.as_dict() for e in self._entries]!r}, kind={self.kind.value!r})"
 
     # -- facts about the list ---------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def per_entry_counts(self) -> bool:
         """True when counts are on the entries (then the job-level InstanceCount must be absent)."""
         return bool(self._entries) and all(e.instance_count is not None for e in self._entries)
 
-    @property
+    @functools.cached_property
     def waits_for_capacity(self) -> bool:
         """True when SageMaker waits (Pending) for capacity: at least one accelerated entry.
 
@@ -478,16 +480,20 @@ class InstancePreferenceList(Sequence[InstancePreference]):
     @property
     def windows(self) -> list[float]:
         """Each entry's effective ``accept_after`` in seconds: an entry without one shares the one above."""
+        return list(self._windows)
+
+    @functools.cached_property
+    def _windows(self) -> tuple[float, ...]:
         out: list[float] = []
         for entry in self._entries:
             previous = out[-1] if out else 0.0
             out.append(max(previous, entry.accept_after or 0.0) if out else 0.0)
-        return out
+        return tuple(out)
 
     @property
     def escalates(self) -> bool:
         """True when some entry waits for a window (the job is submitted in stages)."""
-        return any(self.windows)
+        return any(self._windows)
 
     def window_problems(self, max_pending_seconds: int | None) -> list[str]:
         """Windows that open only after ``max_pending`` has run out: their entries could never be used."""
@@ -496,7 +502,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
         return [
             f"{FIELD}[{index}].{ACCEPT_AFTER}: {_duration(window)} is not before max_pending "
             f"({_duration(max_pending_seconds)}), so the entry could never be used; lower it or raise max_pending"
-            for index, (entry, window) in enumerate(zip(self._entries, self.windows, strict=True))
+            for index, (entry, window) in enumerate(zip(self._entries, self._windows, strict=True))
             if entry.accept_after and window >= max_pending_seconds
         ]
 
@@ -740,6 +746,28 @@ def to_seconds(value: timedelta | int | float | str | None, field: str = "max_pe
     return int(seconds)
 
 
+def _parse_literal(raw: Any, kind: JobKind) -> tuple[InstancePreferenceList, list[str]]:
+    """The list parsed with its problems, remembered for literal lists (a DAG often repeats one list).
+
+    The key is the list's ``marshal`` bytes, which exist only for trees of exact builtin types and
+    differ whenever a value or its type does (``1``, ``1.0`` and ``True`` included), so equal keys mean
+    equal lists. The list is immutable and shared; the problems come back as a list the caller may extend.
+    """
+    try:
+        blob = marshal.dumps(raw)
+    except ValueError:  # InstancePreference objects, timedeltas...: parse as given
+        parsed, problems = InstancePreferenceList._parse(raw, kind)
+        return InstancePreferenceList._from_parsed(parsed, kind), problems
+    prefs, known = _parse_marshalled(blob, kind)
+    return prefs, list(known)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_marshalled(blob: bytes, kind: JobKind) -> tuple[InstancePreferenceList, tuple[str, ...]]:
+    parsed, problems = InstancePreferenceList._parse(marshal.loads(blob), kind)
+    return InstancePreferenceList._from_parsed(parsed, kind), tuple(problems)
+
+
 def check_request(
     kind: JobKind | str,
     config: Mapping[str, Any],
@@ -773,8 +801,7 @@ def check_request(
                 f"{FIELD}: missing; pass instance_preferences=[...] or set {job_kind.cluster_field}.InstancePreferences"
             ]
         )
-    parsed, problems = InstancePreferenceList._parse(raw, job_kind)
-    prefs = InstancePreferenceList._from_parsed(parsed, job_kind)
+    prefs, problems = _parse_literal(raw, job_kind)
     if problems:
         # Also report the request-level rules, so one run shows every problem.
         with contextlib.suppress(Exception):  # the list problems are what matter; never mask them

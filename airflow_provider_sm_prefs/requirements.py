@@ -13,6 +13,7 @@ call), so a literal list is rejected when the DAG is parsed. Pure: no Airflow, n
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -162,13 +163,18 @@ def mixed_runtimes(entries: Sequence[Any]) -> str | None:
 
     A container is built for one of them; a list that mixes them runs the job on whichever has capacity.
     """
+    return _mixed_runtimes(tuple(entry.instance_type for entry in entries))
+
+
+@functools.lru_cache(maxsize=256)
+def _mixed_runtimes(types: tuple[str, ...]) -> str | None:
     by_runtime: dict[str, list[str]] = {}
-    for entry in entries:
+    for instance_type in types:
         try:
-            runtime = catalog.lookup(entry.instance_type).runtime
+            runtime = catalog.lookup(instance_type).runtime
         except KeyError:
             continue
-        by_runtime.setdefault(runtime, []).append(entry.instance_type)
+        by_runtime.setdefault(runtime, []).append(instance_type)
     if len(by_runtime) < 2:
         return None
     groups = "; ".join(f"{runtime}: {', '.join(types)}" for runtime, types in by_runtime.items())

@@ -38,6 +38,7 @@ __all__ = ["GUARDRAIL_FIELDS", "GuardrailsMixin"]
 
 #: The operators' guardrail arguments (all templated).
 GUARDRAIL_FIELDS = ("requirements", "max_hourly_cost", "max_cost_increase", "preflight", "prices")
+_DEFAULTS = (None, None, None, "prune", None)
 
 
 class GuardrailsMixin:
@@ -93,9 +94,14 @@ class GuardrailsMixin:
         unknown = requirements.unverifiable(prefs)
         return "; ".join(unknown) if unknown else None
 
-    def _check_at_parse_time(self, prefs: InstancePreferenceList | None, config: Any) -> None:
-        """Literal guardrail arguments fail the DAG import; a mixed list gets a warning."""
-        _, requirements = self._guardrail_settings()
+    def _check_at_parse_time(
+        self, prefs: InstancePreferenceList | None, config: Any, values: tuple[Any, ...]
+    ) -> None:
+        """Literal guardrail arguments (``values``, of GUARDRAIL_FIELDS) fail the DAG import; a mixed
+        list gets a warning."""
+        requirements = None
+        if values != _DEFAULTS:  # the defaults are valid
+            _, requirements = self._guardrail_settings()
         if prefs is None:
             return
         warning = self._check_workload(prefs, _job_level_count(self.job_kind, config), requirements)

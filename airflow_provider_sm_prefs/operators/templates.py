@@ -1,4 +1,7 @@
-"""Whether an operator argument still holds Jinja markup (then it is checked after rendering, not at parse)."""
+"""Whether an operator argument is known only at run time (Jinja markup or an XComArg such as ``task.output``).
+
+Such arguments are checked after rendering, in ``execute``; literal ones already when the DAG is parsed.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,14 @@ import marshal
 from collections.abc import Mapping
 from typing import Any
 
+from airflow.sdk.definitions.xcom_arg import XComArg
+
 __all__ = ["has_template"]
 
 
 def has_template(value: Any) -> bool:
-    """Whether ``value`` or a string nested in it (dict keys and values, list and tuple items) has Jinja markup."""
+    """Whether ``value`` or anything nested in it (dict keys and values, list and tuple items) is a string
+    with Jinja markup or an XComArg."""
     if isinstance(value, (dict, list, tuple)):
         # One pass in C for the common literal case: marshal takes only trees of exact builtin types and
         # writes every string's bytes verbatim, so bytes without markup prove strings without markup.
@@ -27,6 +33,8 @@ def has_template(value: Any) -> bool:
 def _walk_for_template(value: Any) -> bool:
     if isinstance(value, str):
         return "{{" in value or "{%" in value
+    if isinstance(value, XComArg):
+        return True
     if isinstance(value, Mapping):
         return any(_walk_for_template(k) or _walk_for_template(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
