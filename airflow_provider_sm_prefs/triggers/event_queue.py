@@ -37,7 +37,9 @@ live consumer before it is dropped:
   Nothing is passed on for longer than :data:`HORIZON`;
 * not a SageMaker job event at all: deleted.
 
-A single triggerer therefore pays one receive per event and nothing more. With peers, an event nobody
+A single triggerer therefore pays one receive per ten events and nothing more. While receives come
+back full (a backlog: a wave of selections, a triggerer that was down), up to :data:`RECEIVERS` run at
+once, each extra one leaving at its first short batch; order does not matter, each event is a hint. With peers, an event nobody
 watches costs one send and one receive per live consumer. What it does not cover: a consumer that
 started in the last :data:`PRESENCE_EVERY` seconds may not be known to the others yet, so an event about
 one of its jobs may be dropped by a peer in that window. Like a lost event, that costs latency (its
@@ -62,14 +64,20 @@ from typing import Any
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import backoff_delay, error_code, is_transient
 from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.triggers.event_messages import (
+    FIRST_SENT,
+    PASSED_BY,
+    PRESENCE,
+    attribute,
+    attribute_text,
+    parse_event,
+    presence_of,
+    sent_at,
+    text,
+)
 
 log = logging.getLogger(__name__)
 
-#: EventBridge detail-types of the job state changes, by job kind.
-DETAIL_TYPES = {
-    "SageMaker Training Job State Change": JobKind.TRAINING,
-    "SageMaker Processing Job State Change": JobKind.PROCESSING,
-}
 #: Long-poll wait of one ReceiveMessage (SQS's maximum).
 WAIT_SECONDS = 20
 #: Messages per ReceiveMessage (SQS's maximum).
@@ -78,6 +86,9 @@ BATCH = 10
 #: under a stream of events the receives then come full, and an event that arrives meanwhile is seen
 #: this much later at most.
 GATHER = 0.25
+#: Receives in flight at most: while receives come back full (a backlog), more receivers join the
+#: long-poll, each leaving at its first short batch.
+RECEIVERS = 4
 #: An event is passed on between consumers for at most this long (seconds since SQS first received it).
 HORIZON = 60.0
 #: After passing messages on, wait a random time in this range (seconds) before the next receive.
@@ -93,11 +104,6 @@ PRESENCE_EVERY = 30.0
 PEER_TTL = 3 * PRESENCE_EVERY
 #: A presence message that comes back to its sender is offered again for this long (seconds).
 PRESENCE_OFFER = 5.0
-#: Message attributes of a message passed on: the consumers it visited, when SQS first received it.
-PASSED_BY = "sm-prefs-passed-by"
-FIRST_SENT = "sm-prefs-first-sent"
-#: The body key of a presence message.
-PRESENCE = "sm-prefs-consumer"
 #: Marks a presence message offered again among the copies to send (never sent).
 PRESENCE_ATTRIBUTE = "_presence"
 #: Event ids remembered, to drop duplicates.
@@ -109,34 +115,6 @@ IDLE_GRACE = 60.0
 
 #: ``callback(detail)`` of a subscription: the event's detail (mirrors Describe).
 Callback = Callable[[dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class JobEvent:
-    """A SageMaker job state change as it came from the queue."""
-
-    kind: JobKind
-    job_name: str
-    event_id: str
-    detail: dict[str, Any]
-
-
-def parse_event(body: str) -> JobEvent | None:
-    """The SageMaker job event in an SQS message body (EventBridge's envelope), or None if it is not one."""
-    try:
-        envelope = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(envelope, dict) or envelope.get("source") != "aws.sagemaker":
-        return None
-    kind = DETAIL_TYPES.get(str(envelope.get("detail-type")))
-    detail = envelope.get("detail")
-    if kind is None or not isinstance(detail, dict):
-        return None
-    name = detail.get(kind.spec.name_field)
-    if not isinstance(name, str) or not name:
-        return None
-    return JobEvent(kind, name, str(envelope.get("id") or ""), detail)
 
 
 @dataclass
@@ -178,8 +156,8 @@ class EventQueueConsumer:
         #: Other consumers of the queue: id -> when last heard of (this process's monotonic clock).
         self.peers: dict[str, float] = {}
         self._presence_due = 0.0
-        #: How often the most returned event of the batch being handled came back (see RETURN_PAUSE).
-        self._returned = 0
+        #: The receivers that joined the long-poll to work off a backlog (see RECEIVERS).
+        self._drainers: set[asyncio.Task[None]] = set()
         #: True once a receive succeeded, False again after a non-transient failure.
         self.healthy = False
         self.stats = ConsumerStats()
@@ -268,6 +246,8 @@ class EventQueueConsumer:
         except Exception as err:  # never take the waits down with the queue
             log.warning("The event queue loop stopped (%s: %s)", type(err).__name__, err)
         finally:
+            for drainer in self._drainers:
+                drainer.cancel()
             self._set_healthy(False)
             if _CONSUMERS.get(self.key) is self:
                 del _CONSUMERS[self.key]
@@ -275,19 +255,53 @@ class EventQueueConsumer:
     async def _after_receive(self, client: Any, messages: list[dict[str, Any]]) -> None:
         """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
         loop = asyncio.get_running_loop()
-        self._returned = 0
-        passed = await self._handle(client, messages)
+        passed, returned = await self._handle(client, messages)
         if loop.time() >= self._presence_due:
             self._presence_due = loop.time() + PRESENCE_EVERY
             await self._announce(client)
-        if self._returned:
-            await asyncio.sleep(min(RETURN_PAUSE_MAX, self._returned * random.uniform(*RETURN_PAUSE)))
+        if returned:
+            await asyncio.sleep(min(RETURN_PAUSE_MAX, returned * random.uniform(*RETURN_PAUSE)))
         elif passed:
             await asyncio.sleep(random.uniform(*PASS_PAUSE))
-        elif messages and len(messages) < BATCH:
+        elif len(messages) == BATCH:
+            self._widen(client)
+        elif messages:
             # Events trickling in one or two at a time (others' jobs, or a wave of ours): let a batch
             # gather. Bounds the calls per event; delays an event by GATHER at most.
             await asyncio.sleep(GATHER)
+
+    def _widen(self, client: Any) -> None:
+        """A full batch: a backlog. Start receivers until RECEIVERS receives are in flight."""
+        self._drainers = {task for task in self._drainers if not task.done()}
+        loop = asyncio.get_running_loop()
+        while len(self._drainers) < RECEIVERS - 1:
+            self._drainers.add(loop.create_task(self._drain(client), name="sm-prefs-event-queue-drain"))
+
+    async def _drain(self, client: Any) -> None:
+        """Receive without waiting while batches come back full; leave at the first short one.
+
+        Whatever else a batch calls for (a pause after passing events on, announcing this consumer) is
+        left to the long-poll loop, which goes on meanwhile.
+        """
+        try:
+            while self._subscribers:
+                answer = await client.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=BATCH,
+                    WaitTimeSeconds=0,
+                    MessageSystemAttributeNames=["SentTimestamp"],
+                    MessageAttributeNames=[PASSED_BY, FIRST_SENT],
+                )
+                self.stats.receives += 1
+                messages = answer.get("Messages") or []
+                passed, returned = await self._handle(client, messages)
+                if passed or returned or len(messages) < BATCH:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # the long-poll loop reports and retries what fails for good
+            self.stats.errors += 1
+            log.debug("A backlog receive failed: %s", err)
 
     def live_peers(self) -> set[str]:
         """The other consumers heard of within :data:`PEER_TTL`."""
@@ -313,15 +327,18 @@ class EventQueueConsumer:
             self.stats.errors += 1
             log.debug("Announcing this consumer failed: %s", err)
 
-    async def _handle(self, client: Any, messages: list[dict[str, Any]]) -> bool:
-        """Wake, delete or pass on each message; returns whether any was passed on."""
+    async def _handle(self, client: Any, messages: list[dict[str, Any]]) -> tuple[bool, int]:
+        """Wake, delete or pass on each message; returns whether any was passed on, and how often the
+        most returned of them had come back to this consumer (see RETURN_PAUSE)."""
         delete: list[dict[str, Any]] = []
         resend: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         now = time.time()
+        returned = 0
         for index, message in enumerate(messages):
             self.stats.messages += 1
             entry = {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
-            copy = self._route(message, now)
+            copy, again = self._route(message, now)
+            returned = max(returned, again)
             if copy is None:
                 delete.append(entry)
             else:
@@ -341,11 +358,11 @@ class EventQueueConsumer:
         if delete:
             self.stats.deleted += len(delete)
             await self._quietly(client.delete_message_batch(QueueUrl=self.queue_url, Entries=delete))
-        return passed
+        return passed, returned
 
     def _presence(self, message: dict[str, Any], body: str, now: float) -> dict[str, Any] | None:
         """A message that is no event: a consumer's presence (learn it), or foreign (drop it)."""
-        peer = _presence_of(body)
+        peer = presence_of(body)
         if peer is None:
             self.stats.foreign += 1
             return None
@@ -364,17 +381,18 @@ class EventQueueConsumer:
         # Our own presence came back before anyone else took it: offer it once more, a little later.
         return {"MessageBody": body, "DelaySeconds": 1, PRESENCE_ATTRIBUTE: True}
 
-    def _route(self, message: dict[str, Any], now: float) -> dict[str, Any] | None:
-        """Handle one message: None to delete it, or the copy to pass on (see the module docstring)."""
+    def _route(self, message: dict[str, Any], now: float) -> tuple[dict[str, Any] | None, int]:
+        """Handle one message: (None, 0) to delete it, or the copy to pass on and how often the message
+        had come back to this consumer (see the module docstring)."""
         body = message.get("Body") or ""
-        passers = [p for p in str(_attribute_text(message, PASSED_BY) or "").split(",") if p]
+        passers = [p for p in str(attribute_text(message, PASSED_BY) or "").split(",") if p]
         self._heard(passers)
         event = parse_event(body)
         if event is None:
-            return self._presence(message, body, now)
+            return self._presence(message, body, now), 0
         if event.event_id and event.event_id in self._handled:
             self.stats.duplicates += 1
-            return None
+            return None, 0
         callbacks = list(self._subscribers.get((event.kind, event.job_name), ()))
         if callbacks:
             self._remember(self._handled, event.event_id)
@@ -382,21 +400,20 @@ class EventQueueConsumer:
             self.stats.by_job[event.job_name] = self.stats.by_job.get(event.job_name, 0) + 1
             for callback in callbacks:
                 callback(event.detail)
-            return None
-        first_sent = _attribute(message, FIRST_SENT) or _sent_at(message, now)
+            return None, 0
+        first_sent = attribute(message, FIRST_SENT) or sent_at(message, now)
         if not (self.live_peers() - set(passers)) or now - first_sent >= HORIZON:
             self.stats.expired += 1
-            return None
+            return None, 0
         # Came back to this consumer before: a peer may be gone (until PEER_TTL) or busy; back off.
         again = passers.count(self.consumer_id)
-        self._returned = max(self._returned, again)
         return {
             "MessageBody": body,
             "MessageAttributes": {
-                PASSED_BY: _text(",".join([*passers, self.consumer_id][-PASSED_BY_KEEP:])),
+                PASSED_BY: text(",".join([*passers, self.consumer_id][-PASSED_BY_KEEP:])),
                 FIRST_SENT: {"DataType": "Number", "StringValue": str(int(first_sent * 1000))},
             },
-        }
+        }, again
 
     async def _send(self, client: Any, entries: list[dict[str, Any]]) -> list[str]:
         """Send ``entries`` again; the ids sent (an original whose copy failed stays, and comes back)."""
@@ -424,42 +441,6 @@ class EventQueueConsumer:
         store.move_to_end(key)
         while len(store) > REMEMBER:
             store.popitem(last=False)
-
-
-def _presence_of(body: str) -> str | None:
-    """The consumer id of a presence message, or None."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    peer = data.get(PRESENCE) if isinstance(data, dict) else None
-    return str(peer) if isinstance(peer, str) and peer else None
-
-
-def _text(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value}
-
-
-def _attribute_text(message: dict[str, Any], name: str) -> str | None:
-    value = (message.get("MessageAttributes") or {}).get(name) or {}
-    text = value.get("StringValue")
-    return str(text) if text is not None else None
-
-
-def _attribute(message: dict[str, Any], name: str) -> float | None:
-    """A numeric message attribute of epoch milliseconds, as epoch seconds (None if absent or bad)."""
-    try:
-        return int(str(_attribute_text(message, name))) / 1000.0
-    except ValueError:
-        return None
-
-
-def _sent_at(message: dict[str, Any], default: float) -> float:
-    """When SQS received the message (epoch seconds), from its ``SentTimestamp`` attribute."""
-    try:
-        return int(message.get("Attributes", {}).get("SentTimestamp")) / 1000.0
-    except (TypeError, ValueError):
-        return default
 
 
 def _describe_error(err: BaseException) -> str:

@@ -24,8 +24,9 @@ from airflow_provider_sm_prefs.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import event_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+from airflow_provider_sm_prefs.triggers.event_messages import PRESENCE, parse_event
 from airflow_provider_sm_prefs.triggers.event_mode import configured_queue_url
-from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer, parse_event
+from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
@@ -283,9 +284,7 @@ def test_an_event_for_a_silent_peer_is_offered_until_the_horizon(
         consumer = EventQueueConsumer(("left", url), sqs_opener(sm), url)
         consumer.subscribe(JobKind.TRAINING, "watched", lambda d: None)
         await wait_until(lambda: consumer.healthy, 10, "the first receive")
-        sqs.send_message(
-            QueueUrl=url, MessageBody=json.dumps({event_queue.PRESENCE: "ghost", "at": time.time()})
-        )
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({PRESENCE: "ghost", "at": time.time()}))
         await wait_until(lambda: "ghost" in consumer.live_peers(), 10, "the ghost's presence")
         sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": "ghosts-job"}))
         await wait_until(lambda: consumer.stats.expired == 1, 20, "the horizon")
@@ -408,3 +407,69 @@ def test_an_unreadable_queue_falls_back_to_the_usual_list_cadence(
     assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G5
     assert after < 5  # listed at poll_interval, not at the 600 s safety cadence
     assert "cannot be read" in caplog.text and "fall back to the List loop" in caplog.text
+
+
+def test_a_backlog_is_read_by_several_receives_at_once_and_nothing_is_lost(sm: Any) -> None:
+    """300 events for watched jobs and 300 for others wait on the queue (a triggerer that was down)."""
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+    names = [f"job-{i:03d}" for i in range(300)]
+    bodies = [
+        envelope(TRAINING, {"TrainingJobName": n, "SecondaryStatus": "Pending"}, f"e-{n}") for n in names
+    ]
+    bodies += [envelope(TRAINING, {"TrainingJobName": f"other-{i}"}, f"o-{i}") for i in range(300)]
+    for start in range(0, len(bodies), 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start : start + 10])],
+        )
+    in_flight = {"now": 0, "most": 0}
+    plain = sqs_opener(sm)
+
+    async def opener() -> Any:
+        return _CountingContext(await plain(), in_flight)
+
+    async def main() -> tuple[set[str], EventQueueConsumer]:
+        consumer = EventQueueConsumer(("t", url), opener, url)
+        woken: set[str] = set()
+        for name in names:
+            consumer.subscribe(JobKind.TRAINING, name, lambda detail: woken.add(detail["TrainingJobName"]))
+        await wait_until(lambda: len(woken) == len(names), 60, "every watched job's event")
+        await wait_until(lambda: consumer.stats.expired == 300, 30, "the others' events dropped")
+        return woken, consumer
+
+    woken, consumer = asyncio.run(main())
+    assert woken == set(names)
+    assert consumer.stats.woke == 300 and consumer.stats.passed == 0 and consumer.stats.errors == 0
+    assert in_flight["most"] == event_queue.RECEIVERS
+    assert consumer.stats.receives <= 600 / event_queue.BATCH + 2 * event_queue.RECEIVERS
+    assert events_left(sm, url) == []
+
+
+class _CountingClient:
+    """An SQS client that counts its receives in flight (``counts["now"]``, the most at once)."""
+
+    def __init__(self, client: Any, counts: dict[str, int]) -> None:
+        self._client, self._counts = client, counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def receive_message(self, **kwargs: Any) -> Any:
+        self._counts["now"] += 1
+        self._counts["most"] = max(self._counts["most"], self._counts["now"])
+        try:
+            return await self._client.receive_message(**kwargs)
+        finally:
+            self._counts["now"] -= 1
+
+
+class _CountingContext:
+    def __init__(self, context: Any, counts: dict[str, int]) -> None:
+        self._context, self._counts = context, counts
+
+    async def __aenter__(self) -> _CountingClient:
+        return _CountingClient(await self._context.__aenter__(), self._counts)
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._context.__aexit__(*exc)
