@@ -18,6 +18,7 @@ harness sends ``GO`` and the triggers start; the process ends when every trigger
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 LAG_INTERVAL = 0.05
+#: Garbage collections at least this long (seconds) are recorded with the run.
+GC_REPORT_SECONDS = 0.02
 SAMPLE_INTERVAL = 1.0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -154,6 +157,23 @@ async def _run_trigger(trigger_id: int, trigger: Any, record: dict[str, Any]) ->
             await trigger.cleanup()
 
 
+class _Collections:
+    """Python's garbage collections that took longer than :data:`GC_REPORT_SECONDS` (a cause of lag)."""
+
+    def __init__(self) -> None:
+        self.slow: list[tuple[float, int, float, int]] = []  # (monotonic end, generation, seconds, collected)
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if phase == "start":
+            self._started = now
+        elif now - self._started >= GC_REPORT_SECONDS:
+            self.slow.append(
+                (now, int(info.get("generation", -1)), now - self._started, int(info.get("collected", 0)))
+            )
+
+
 async def _lag_sampler(lags: list[tuple[float, float]], stop: asyncio.Event) -> None:
     while not stop.is_set():
         before = time.monotonic()
@@ -181,6 +201,8 @@ async def _drive(
     control.bind(asyncio.get_running_loop(), stop_run)
     lags: list[tuple[float, float]] = []
     samples: list[tuple[float, float, int, int, int]] = []
+    collections = _Collections()
+    gc.callbacks.append(collections)
     go = time.monotonic()
     usage_go = _rusage()
     rss_go = _rss_bytes()
@@ -240,6 +262,7 @@ async def _drive(
         "peak_rss_go_bytes": usage_go["maxrss_bytes"],
         "peak_rss_bytes": usage_end["maxrss_bytes"],
         "lags": [[round(t, 4), round(lag, 5)] for t, lag in lags],
+        "slow_collections": [[round(t, 4), g, round(d, 4), n] for t, g, d, n in collections.slow],
         "samples": [[round(t, 3), round(cpu, 4), rss, threads, fds] for t, cpu, rss, threads, fds in samples],
         "jobs": records,
     }
