@@ -39,7 +39,8 @@ live consumer before it is dropped:
 
 A single triggerer therefore pays one receive per ten events and nothing more. While receives come
 back full (a backlog: a wave of selections, a triggerer that was down), up to :data:`RECEIVERS` run at
-once, each extra one leaving at its first short batch; order does not matter, each event is a hint. With peers, an event nobody
+once (they join one at a time while full batches hold messages older than :data:`BACKLOG_AGE`), each
+extra one leaving at its first short batch; order does not matter, each event is a hint. With peers, an event nobody
 watches costs one send and one receive per live consumer. What it does not cover: a consumer that
 started in the last :data:`PRESENCE_EVERY` seconds may not be known to the others yet, so an event about
 one of its jobs may be dropped by a peer in that window. Like a lost event, that costs latency (its
@@ -86,9 +87,11 @@ BATCH = 10
 #: under a stream of events the receives then come full, and an event that arrives meanwhile is seen
 #: this much later at most.
 GATHER = 0.25
-#: Receives in flight at most: while receives come back full (a backlog), more receivers join the
-#: long-poll, each leaving at its first short batch.
+#: Receives in flight at most: while receives come back full with messages older than BACKLOG_AGE
+#: (seconds; the consumer is behind), receivers join the long-poll one at a time, each leaving at its
+#: first short batch. A stream the consumer keeps up with is read by the long-poll alone.
 RECEIVERS = 4
+BACKLOG_AGE = 2.0
 #: An event is passed on between consumers for at most this long (seconds since SQS first received it).
 HORIZON = 60.0
 #: After passing messages on, wait a random time in this range (seconds) before the next receive.
@@ -264,18 +267,23 @@ class EventQueueConsumer:
         elif passed:
             await asyncio.sleep(random.uniform(*PASS_PAUSE))
         elif len(messages) == BATCH:
-            self._widen(client)
+            self._widen(client, messages)
         elif messages:
             # Events trickling in one or two at a time (others' jobs, or a wave of ours): let a batch
             # gather. Bounds the calls per event; delays an event by GATHER at most.
             await asyncio.sleep(GATHER)
 
-    def _widen(self, client: Any) -> None:
-        """A full batch: a backlog. Start receivers until RECEIVERS receives are in flight."""
+    def _widen(self, client: Any, batch: list[dict[str, Any]]) -> None:
+        """After a full batch: if it shows a backlog, one more receiver (up to RECEIVERS in flight)."""
+        now = time.time()
+        if now - min(sent_at(m, now) for m in batch) <= BACKLOG_AGE:
+            return  # keeping up
         self._drainers = {task for task in self._drainers if not task.done()}
-        loop = asyncio.get_running_loop()
-        while len(self._drainers) < RECEIVERS - 1:
-            self._drainers.add(loop.create_task(self._drain(client), name="sm-prefs-event-queue-drain"))
+        if len(self._drainers) < RECEIVERS - 1:
+            task = asyncio.get_running_loop().create_task(
+                self._drain(client), name="sm-prefs-event-queue-drain"
+            )
+            self._drainers.add(task)
 
     async def _drain(self, client: Any) -> None:
         """Receive without waiting while batches come back full; leave at the first short one.
@@ -297,6 +305,7 @@ class EventQueueConsumer:
                 passed, returned = await self._handle(client, messages)
                 if passed or returned or len(messages) < BATCH:
                     return
+                self._widen(client, messages)
         except asyncio.CancelledError:
             raise
         except Exception as err:  # the long-poll loop reports and retries what fails for good

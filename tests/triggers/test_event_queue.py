@@ -423,6 +423,7 @@ def test_a_backlog_is_read_by_several_receives_at_once_and_nothing_is_lost(sm: A
             QueueUrl=url,
             Entries=[{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start : start + 10])],
         )
+    time.sleep(event_queue.BACKLOG_AGE + 0.5)  # they have waited: the consumer is behind
     in_flight = {"now": 0, "most": 0}
     plain = sqs_opener(sm)
 
@@ -473,3 +474,32 @@ class _CountingContext:
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self._context.__aexit__(*exc)
+
+
+def test_a_stream_the_consumer_keeps_up_with_is_read_by_the_long_poll_alone(sm: Any) -> None:
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+    names = [f"fresh-{i:02d}" for i in range(50)]
+    in_flight = {"now": 0, "most": 0}
+    plain = sqs_opener(sm)
+
+    async def opener() -> Any:
+        return _CountingContext(await plain(), in_flight)
+
+    async def main() -> set[str]:
+        consumer = EventQueueConsumer(("t", url), opener, url)
+        woken: set[str] = set()
+        for name in names:
+            consumer.subscribe(JobKind.TRAINING, name, lambda detail: woken.add(detail["TrainingJobName"]))
+        await wait_until(lambda: consumer.healthy, 10, "the first receive")
+        for start in range(0, len(names), 10):  # full batches, but fresh ones
+            entries = [
+                {"Id": str(i), "MessageBody": envelope(TRAINING, {"TrainingJobName": n}, f"f-{n}")}
+                for i, n in enumerate(names[start : start + 10])
+            ]
+            await asyncio.to_thread(sqs.send_message_batch, QueueUrl=url, Entries=entries)
+        await wait_until(lambda: len(woken) == len(names), 30, "every event")
+        return woken
+
+    assert asyncio.run(main()) == set(names)
+    assert in_flight["most"] == 1
