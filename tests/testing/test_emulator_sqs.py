@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+import urllib3.util.connection
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.testing.moto_speedups import COUNTS_TTL
@@ -96,3 +97,24 @@ def test_the_approximate_counts_settle_within_a_second(queue: tuple[Any, str]) -
     assert attributes["ApproximateNumberOfMessages"] == "3"
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "2"  # in flight: the 2 received
     assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+
+
+def test_sqs_calls_share_one_kept_alive_connection(
+    queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on AWS: a client polling the queue does not open a connection per call."""
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody="first")  # the client's connection is open from here
+    opened: list[Any] = []
+    create = urllib3.util.connection.create_connection
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args[0] if args else kwargs.get("address"))
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", counting)
+    for _ in range(5):
+        sqs.send_message(QueueUrl=url, MessageBody="x")
+        for message in _receive(sqs, url):
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert opened == []
