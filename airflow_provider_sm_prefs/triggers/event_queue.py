@@ -86,7 +86,7 @@ BATCH = 10
 #: After a short batch (fewer than BATCH messages), wait this long (seconds) before the next receive:
 #: under a stream of events the receives then come full, and an event that arrives meanwhile is seen
 #: this much later at most.
-GATHER = 0.25
+GATHER = 0.5
 #: Receives in flight at most: while receives come back full with messages older than BACKLOG_AGE
 #: (seconds; the consumer is behind), receivers join the long-poll one at a time, each leaving at its
 #: first short batch. A stream the consumer keeps up with is read by the long-poll alone.
