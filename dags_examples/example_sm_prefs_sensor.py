@@ -23,13 +23,13 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     params={
         "job_name": Param("external-training-job", type="string"),
-        "job_type": Param("training", enum=["training", "processing"]),
+        "job_kind": Param("training", enum=["training", "processing"]),
     },
 ) as dag:
     watch = SageMakerCapacitySensor(
         task_id="wait_for_capacity",
         job_name="{{ params.job_name }}",
-        job_type="{{ params.job_type }}",
+        job_kind="{{ params.job_kind }}",
         max_pending=timedelta(hours=6),
         poll_interval=POLL_INTERVAL,
     )

@@ -7,6 +7,10 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
+# Not ``import warnings``: Airflow swaps a module-level ``warnings`` of an operator's module for one that
+# adds 2 to every stacklevel, which would point these warnings past the caller.
+from warnings import warn
+
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -34,7 +38,8 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
     its own deadline unless ``stop_job_on_deadline`` is set: the job belongs to someone else.
 
     :param job_name: the SageMaker job to watch (templated).
-    :param job_type: ``training`` or ``processing`` (templated).
+    :param job_kind: ``training`` (default) or ``processing`` (templated).
+    :param job_type: deprecated name of ``job_kind``; warns, and passing both is an error.
     :param wait_for: ``capacity`` (default) or ``completion``.
     :param max_pending: fail with a capacity timeout if no entry is selected this long after the
         job's CreationTime (timedelta or seconds).
@@ -46,7 +51,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
     """
 
-    template_fields: Sequence[str] = ("job_name", "job_type", "aws_conn_id", "region_name", "verify")
+    template_fields: Sequence[str] = ("job_name", "job_kind", "aws_conn_id", "region_name", "verify")
     ui_color = "#e6f4ea"
     operator_extra_links = (CapacityHistoryLink(),)
 
@@ -54,7 +59,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         self,
         *,
         job_name: str,
-        job_type: str = JobKind.TRAINING.value,
+        job_kind: str | None = None,
         wait_for: str = WaitFor.CAPACITY.value,
         max_pending: timedelta | int | float | None = None,
         stop_job_on_deadline: bool = False,
@@ -65,12 +70,14 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         region_name: str | None = None,
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
+        job_type: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
+        kind = _renamed_job_kind(job_kind, job_type)
         # A literal kind is checked now (DAG parse); a templated one once rendered (see ``kind``).
-        self.job_type = job_type if "{{" in str(job_type) else _job_kind(job_type).value
+        self.job_kind = kind if "{{" in str(kind) else _job_kind(kind).value
         self.wait_for = WaitFor(wait_for).value
         self.max_pending_seconds = to_seconds(max_pending)
         self.stop_job_on_deadline = stop_job_on_deadline
@@ -90,11 +97,17 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         return AwsSettings.of(self).hook()
 
     @property
+    def job_type(self) -> str:
+        """Deprecated name of ``job_kind`` (read-only)."""
+        warn(_JOB_TYPE_DEPRECATED, DeprecationWarning, stacklevel=2)
+        return self.job_kind
+
+    @property
     def kind(self) -> JobKind:
-        return _job_kind(self.job_type)
+        return _job_kind(self.job_kind)
 
     def _job_kind_value(self) -> str:
-        return str(self.job_type)
+        return str(self.job_kind)
 
     def execute(self, context: Context) -> Any:
         self._job_name = self.job_name
@@ -132,7 +145,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         describe = self._last_describe = self.hook.describe_job(kind, self.job_name)
         if describe is None:
             raise errors.JobFailedError(
-                self.job_name, None, f"SageMaker has no {self.job_type} job with this name"
+                self.job_name, None, f"SageMaker has no {self.job_kind} job with this name"
             )
         phase = phase_of(kind, describe)
         now = service_now(describe)
@@ -164,10 +177,26 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         return self.push_outcome(context, outcome)
 
 
+_JOB_TYPE_DEPRECATED = "SageMakerCapacitySensor: job_type is deprecated; use job_kind"
+
+
+def _renamed_job_kind(job_kind: str | None, job_type: str | None) -> str:
+    """``job_kind``, or the deprecated ``job_type`` with a warning; both at once is an error."""
+    if job_type is None:
+        return JobKind.TRAINING.value if job_kind is None else job_kind
+    if job_kind is not None:
+        raise TypeError(
+            "SageMakerCapacitySensor: pass job_kind only (job_type is its deprecated name), not both"
+        )
+    # Past this helper, __init__ and the wrapper Airflow puts around it: the line that built the sensor.
+    warn(_JOB_TYPE_DEPRECATED, DeprecationWarning, stacklevel=4)
+    return job_type
+
+
 def _job_kind(value: Any) -> JobKind:
     try:
         return JobKind(str(value).strip().lower())
     except ValueError:
         raise AirflowFailException(
-            f"job_type: {value!r} is not a job kind; use 'training' or 'processing'"
+            f"job_kind: {value!r} is not a job kind; use 'training' or 'processing'"
         ) from None
