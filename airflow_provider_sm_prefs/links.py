@@ -16,11 +16,14 @@ again under the same key when the task ends, with the same value.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.amazon.aws.links.base_aws import BASE_AWS_CONSOLE_LINK, BaseAwsLink
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.execution_time.xcom import XCom
+
+from airflow_provider_sm_prefs.kinds import JobKind, JobKindSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -30,9 +33,6 @@ if TYPE_CHECKING:
 AWS_HOST_SUFFIXES = (".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".c2s.ic.gov", ".sc2s.sgov.gov")
 #: The offline SageMaker's page for one job, under its endpoint.
 OFFLINE_JOB_PATH = "/_emulator/view/jobs/{job_name}"
-
-_CONSOLE_PATH = {"training": "jobs", "processing": "processing-jobs"}
-_LOG_GROUP = {"training": "TrainingJobs", "processing": "ProcessingJobs"}
 
 
 def is_aws_endpoint(endpoint_url: str | None) -> bool:
@@ -51,7 +51,10 @@ def job_urls(
     aws_partition: str = "aws",
     endpoint_url: str | None = None,
 ) -> tuple[str, str]:
-    """The job page and job logs URLs for ``job_name`` of ``job_kind`` (``training``/``processing``)."""
+    """The job page and job logs URLs for ``job_name`` of ``job_kind`` (``training``/``processing``).
+
+    The console path and log group of each kind are :class:`~airflow_provider_sm_prefs.kinds.JobKindSpec`'s.
+    """
     if not is_aws_endpoint(endpoint_url):
         assert endpoint_url is not None
         page = endpoint_url.rstrip("/") + OFFLINE_JOB_PATH.format(
@@ -60,12 +63,23 @@ def job_urls(
         return page, page + "#logs"
     domain = BaseAwsLink.get_aws_domain(aws_partition) or "aws.amazon.com"
     console = BASE_AWS_CONSOLE_LINK.format(aws_domain=domain)
-    page = f"{console}/sagemaker/home?region={region_name}#/{_CONSOLE_PATH[job_kind]}/{job_name}"
+    spec = JobKind(job_kind).spec
+    page = f"{console}/sagemaker/home?region={region_name}#/{spec.console_path}/{job_name}"
     logs = (
-        f"{console}/cloudwatch/home?region={region_name}#logsV2:log-groups/log-group/$252Faws$252Fsagemaker$252F"
-        f"{_LOG_GROUP[job_kind]}$3FlogStreamNameFilter$3D{job_name}$252F"
+        f"{console}/cloudwatch/home?region={region_name}#logsV2:log-groups/log-group/"
+        f"{_cloudwatch_escape(spec.log_group)}$3FlogStreamNameFilter$3D{job_name}$252F"
     )
     return page, logs
+
+
+def _cloudwatch_escape(text: str) -> str:
+    """``text`` as the CloudWatch console's URL fragment spells it: percent-encoded, then ``%`` as ``$25``."""
+    return urllib.parse.quote(text, safe="").replace("%", "$25")
+
+
+def _kind_where(matches: Callable[[JobKindSpec], bool]) -> JobKind:
+    """The kind whose spec ``matches``; processing when none does (as the first release's links read)."""
+    return next((kind for kind in JobKind if matches(kind.spec)), JobKind.PROCESSING)
 
 
 class _StoredUrlLink(BaseOperatorLink):
@@ -104,7 +118,8 @@ class SageMakerPreferenceJobLink(_StoredUrlLink):
 
     def _from_parts(self, parts: dict[str, Any]) -> str:
         try:
-            kind = "training" if parts["console_path"] == "jobs" else "processing"
+            console_path = parts["console_path"]
+            kind = _kind_where(lambda spec: spec.console_path == console_path)
             return job_urls(
                 kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
             )[0]
@@ -120,7 +135,9 @@ class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
 
     def _from_parts(self, parts: dict[str, Any]) -> str:
         try:
-            kind = "training" if parts["log_group"] == "TrainingJobs" else "processing"
+            # The first release kept the log group's last part (``TrainingJobs``).
+            log_group = parts["log_group"]
+            kind = _kind_where(lambda spec: spec.log_group.rpartition("/")[2] == log_group)
             return job_urls(
                 kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
             )[1]

@@ -53,3 +53,15 @@ def test_a_response_tells_its_kind() -> None:
     assert kind_of({"TrainingJobName": "a", "TrainingJobStatus": "InProgress"}) is JobKind.TRAINING
     assert kind_of({"ProcessingJobStatus": "Completed"}) is JobKind.PROCESSING
     assert kind_of({"Name": "x"}) is None
+
+
+def test_the_console_path_and_log_group_of_each_kind() -> None:
+    """What the extra links (:mod:`airflow_provider_sm_prefs.links`) and the log readers open."""
+    assert (JobKind.TRAINING.spec.console_path, JobKind.TRAINING.spec.log_group) == (
+        "jobs",
+        "/aws/sagemaker/TrainingJobs",
+    )
+    assert (JobKind.PROCESSING.spec.console_path, JobKind.PROCESSING.spec.log_group) == (
+        "processing-jobs",
+        "/aws/sagemaker/ProcessingJobs",
+    )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_sm_prefs.links import is_aws_endpoint, job_urls
+from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.links import (
+    SageMakerPreferenceJobLink,
+    SageMakerPreferenceJobLogsLink,
+    is_aws_endpoint,
+    job_urls,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +46,31 @@ def test_against_the_offline_sagemaker_both_links_open_its_job_page() -> None:
     )
     assert page == "http://127.0.0.1:5005/_emulator/view/jobs/nightly-1"
     assert logs == page + "#logs"
+
+
+@pytest.mark.parametrize("kind", list(JobKind))
+def test_the_console_path_and_log_group_are_the_kinds(kind: JobKind) -> None:
+    page, logs = job_urls(kind, "job-1", region_name="us-west-2")
+    assert (
+        page
+        == f"https://console.aws.amazon.com/sagemaker/home?region=us-west-2#/{kind.spec.console_path}/job-1"
+    )
+    group = kind.spec.log_group.replace("/", "$252F")  # the console's escaping of "/" in a fragment
+    assert logs == (
+        "https://console.aws.amazon.com/cloudwatch/home?region=us-west-2#logsV2:log-groups/log-group/"
+        f"{group}$3FlogStreamNameFilter$3Djob-1$252F"
+    )
+
+
+@pytest.mark.parametrize(
+    ("console_path", "log_group", "kind"),
+    [("jobs", "TrainingJobs", "training"), ("processing-jobs", "ProcessingJobs", "processing")],
+)
+def test_links_the_first_release_stored_as_parts_still_open(
+    console_path: str, log_group: str, kind: str
+) -> None:
+    common = {"job_name": "old-1", "region_name": "eu-west-1", "aws_domain": "amazonaws.cn"}
+    page, logs = job_urls(kind, "old-1", region_name="eu-west-1", aws_partition="aws-cn")
+    assert SageMakerPreferenceJobLink()._from_parts({**common, "console_path": console_path}) == page
+    assert SageMakerPreferenceJobLogsLink()._from_parts({**common, "log_group": log_group}) == logs
+    assert SageMakerPreferenceJobLink()._from_parts({"console_path": console_path}) == ""
