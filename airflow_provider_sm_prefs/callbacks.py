@@ -29,14 +29,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_provider_sm_prefs.job_state import JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import XComKey
 from airflow_provider_sm_prefs.status import JobStatus, job_status
 
 log = logging.getLogger(__name__)
-
-#: task_state_store key holding the job the task submitted (survives retries; written by the operator).
-STATE_KEY = "sm_prefs_job"
 
 #: Operator arguments the callback needs to reach SageMaker the way the task did.
 _SETTINGS = ("aws_conn_id", "region_name", "verify", "botocore_config", "stop_job_on_kill")
@@ -190,14 +188,5 @@ def recorded_job_name(context: Mapping[str, Any]) -> str | None:
         name = None
     if isinstance(name, str) and name:
         return name
-    store = context.get("task_state_store")
-    if store is None:
-        return None
-    try:
-        state = store.get(STATE_KEY)
-    except Exception:  # the DAG processor's supervisor does not serve the task state store
-        log.info("Task state store not reachable here; no job recorded in XCom")
-        return None
-    if isinstance(state, Mapping) and state.get("job_name"):
-        return str(state["job_name"])
-    return None
+    state = JobStateStore.of(context).load_or_none()
+    return state.job_name if state is not None else None

@@ -58,14 +58,3 @@ async def current_state_async(ti: Any) -> str | None:
 
     # Not thread-sensitive: the triggers of one triggerer read their states side by side, not in turn.
     return await sync_to_async(current_state, thread_sensitive=False)(ti)
-
-
-def newer_try_recorded(store: Any, key: str, try_number: Any) -> bool:
-    """Whether the task's state store says a later try than ``try_number`` took the job over."""
-    try:
-        record = store.get(key) if store is not None else None
-    except Exception as err:
-        log.warning("Could not read the task state store: %s", type(err).__name__)
-        return False
-    recorded = record.get("try_number") if isinstance(record, dict) else None
-    return isinstance(recorded, int) and isinstance(try_number, int) and recorded > try_number

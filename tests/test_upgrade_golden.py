@@ -20,9 +20,9 @@ from airflow.sdk.module_loading import import_string
 
 from airflow_provider_sm_prefs.events import CapacityEvent
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.job_state import JobState
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
-from airflow_provider_sm_prefs.operators.submission import cleared_since
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import CapacityRecord
 from airflow_provider_sm_prefs.testing.jobs import training_config
@@ -78,13 +78,19 @@ def test_a_trigger_of_the_previous_release_resumes_against_sagemaker(sm: Any) ->
 
 
 def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_its_guardrails() -> None:
-    state = golden("records.json")["state"]
+    stored = golden("records.json")["state"]
+    state = JobState.from_stored(stored)
+    assert state is not None and (state.job_name, state.kind, state.submission) == (
+        "golden-nightly",
+        "training",
+        1,
+    )
     # No max_tries recorded: a later try is a retry (reattach), never mistaken for a clear.
-    assert not cleared_since(state, 3)
+    assert not state.cleared_since(3)
     # No stages recorded: the task waits as before, without windows.
-    assert "staging" not in state
+    assert "staging" not in stored and state.staging is None
     assert not EscalationMixin._continues_escalation(_Op(), state, {"TrainingJobStatus": "Stopped"})
-    report = GuardrailReport.from_dict(state["guardrails"])
+    report = GuardrailReport.from_dict(state.guardrails)
     assert report is not None and report.kept == [2, 3]
     assert report.excluded[0]["instance_type"] == "ml.p5.48xlarge"
 

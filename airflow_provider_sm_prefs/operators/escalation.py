@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.callbacks import STATE_KEY
 from airflow_provider_sm_prefs.escalation import (
     Stage,
     StageEnd,
@@ -28,6 +27,7 @@ from airflow_provider_sm_prefs.escalation import (
 )
 from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
+from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.operators.guardrails import _without_list
 from airflow_provider_sm_prefs.outcome import (
@@ -133,27 +133,27 @@ class EscalationMixin:
     _record_stages: list[dict[str, Any]] | None = None
 
     # -- state -----------------------------------------------------------------------------------------
-    @staticmethod
-    def _job_state(context: Any) -> dict[str, Any]:
-        store = context.get("task_state_store")
-        state = store.get(STATE_KEY) if store is not None else None
-        return dict(state) if isinstance(state, Mapping) else {}
-
-    def _save_staging(self, context: Any, **job: Any) -> None:
-        """Store the staging next to the job name (``job`` updates the submit-once record too)."""
-        store = context.get("task_state_store")
-        if store is None or self._staging is None:
+    def _save_staging(self, context: Any, job_name: str | None = None) -> None:
+        """Store the staging in the job state (``job_name``: the next stage's, recorded before Create)."""
+        if self._staging is None:
             return
-        store.set(STATE_KEY, {**self._job_state(context), **job, "staging": self._staging.as_dict()})
+        changes: dict[str, Any] = {"staging": self._staging.as_dict()}
+        if job_name is not None:
+            changes["job_name"] = job_name
+        JobStateStore.of(context).update(**changes)
 
     def _load_staging(self, context: Any) -> Staging | None:
-        data = self._job_state(context).get("staging")
-        if not isinstance(data, Mapping) or not data.get("base_name"):
+        return self._staging_of(JobStateStore.of(context).load(), warn=True)
+
+    def _staging_of(self, state: JobState | None, warn: bool = False) -> Staging | None:
+        data = state.staging if state is not None else None
+        if not data or not data.get("base_name"):
             return None
         try:
             return Staging.from_dict(data, self.job_kind)
         except (KeyError, TypeError, ValueError):
-            self.log.warning("Unreadable staging record in the task state; waiting without windows")
+            if warn:
+                self.log.warning("Unreadable staging record in the task state; waiting without windows")
             return None
 
     def _begin_staging(
@@ -176,15 +176,14 @@ class EscalationMixin:
         self._record_stages = list(staging.history) if staging else None
         return staging
 
-    def _continues_escalation(self, state: Mapping[str, Any], describe: Mapping[str, Any]) -> bool:
+    def _continues_escalation(self, state: JobState, describe: Mapping[str, Any]) -> bool:
         """Whether an ended job of an earlier try is a stage the escalation goes on from."""
-        data = state.get("staging")
-        if not isinstance(data, Mapping):
+        staging = self._staging_of(state)
+        if staging is None:
             return False
         try:
-            staging = Staging.from_dict(data, self.job_kind)
             last = staging.current.is_last
-        except (KeyError, TypeError, ValueError, IndexError):
+        except IndexError:
             return False
         if last:
             return False

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_sm_prefs.callbacks import STATE_KEY
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError, PreflightError
 from airflow_provider_sm_prefs.guardrails import (
     GuardrailReport,
@@ -25,6 +24,7 @@ from airflow_provider_sm_prefs.guardrails import (
     Preflight,
     evaluate,
 )
+from airflow_provider_sm_prefs.job_state import JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request, to_seconds
@@ -170,17 +170,12 @@ class GuardrailsMixin:
 
     def _stored_guardrails(self, context: Any) -> dict[str, Any] | None:
         """The guardrail report an earlier try of this task submitted its job with."""
-        store = context.get("task_state_store")
-        state = store.get(STATE_KEY) if store is not None else None
-        report = state.get("guardrails") if isinstance(state, Mapping) else None
-        return dict(report) if isinstance(report, Mapping) else None
+        state = JobStateStore.of(context).load()
+        return state.guardrails if state is not None else None
 
     def _store_guardrails(self, context: Any, report: Mapping[str, Any]) -> None:
         """Keep the report next to the job name, so a retry that reattaches reports the same ranks."""
-        store = context.get("task_state_store")
-        state = store.get(STATE_KEY) if store is not None else None
-        if store is not None and isinstance(state, Mapping):
-            store.set(STATE_KEY, {**state, "guardrails": dict(report)})
+        JobStateStore.of(context).update(guardrails=dict(report))
 
     def _with_guardrails(
         self, outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None

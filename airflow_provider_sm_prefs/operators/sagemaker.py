@@ -18,7 +18,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.callbacks import STATE_KEY, STOP_UNATTENDED_JOB, with_job_stop
+from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.hooks.sagemaker import (
@@ -27,6 +27,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     derive_job_name,
     service_now,
 )
+from airflow_provider_sm_prefs.job_state import JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import (
     CapacityHistoryLink,
@@ -50,7 +51,7 @@ from airflow_provider_sm_prefs.preferences import (
     to_seconds,
 )
 from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
-from airflow_provider_sm_prefs.task_state import GOES_ON, current_state, newer_try_recorded
+from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,
@@ -165,7 +166,7 @@ class SageMakerPreferenceBaseOperator(
     max_log_lines: int
     botocore_config: dict[str, Any] | None
     _job_name: str | None
-    _task_context: tuple[Any, Any]
+    _task_context: tuple[Any, JobStateStore]
     _record_preferences: list[dict[str, Any]]
     _guardrails: dict[str, Any] | None
 
@@ -229,7 +230,7 @@ class SageMakerPreferenceBaseOperator(
             max_log_lines=max_log_lines,
             botocore_config=botocore_config,
             _job_name=None,
-            _task_context=(None, None),  # (ti, task_state_store) for on_kill
+            _task_context=(None, JobStateStore(None)),  # (ti, its job state) for on_kill
             _record_preferences=[],
             _guardrails=None,
         )
@@ -315,7 +316,7 @@ class SageMakerPreferenceBaseOperator(
         return self.job_kind.value
 
     def execute(self, context: Context) -> dict[str, Any] | None:
-        self._task_context = (context.get("ti"), context.get("task_state_store"))
+        self._task_context = (context.get("ti"), JobStateStore.of(context))
         with self.recording_failures(context):
             return self._submit_and_wait(context)
 
@@ -363,9 +364,7 @@ class SageMakerPreferenceBaseOperator(
 
         if describe is None:
             describe = self._create(context, kind, request, prefs, job_name)
-        arn = describe.get(kind.spec.arn_field)
-        if arn:
-            context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
+        self._record_arn(context, describe)
         return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
 
     def _submit_stage(self, context: Context, job_name: str, limits: Any) -> dict[str, Any] | None:
@@ -380,10 +379,16 @@ class SageMakerPreferenceBaseOperator(
         describe = self._create(
             context, kind, request, staging.current.preferences(staging.submitted), job_name
         )
-        arn = describe.get(kind.spec.arn_field)
-        if arn:
-            context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
+        self._record_arn(context, describe)
         return self._wait(context, WaitFor.CAPACITY, staging.submitted, None)
+
+    def _record_arn(self, context: Context, describe: Mapping[str, Any]) -> None:
+        """The job's ARN, once Create (or a Describe of the running job) gave it: in XCom and the job state."""
+        arn = describe.get(self.job_kind.spec.arn_field)
+        if not arn:
+            return
+        context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
+        JobStateStore.of(context).update(job_arn=str(arn))
 
     def _base_name(self, context: Context, request: Mapping[str, Any]) -> str:
         """The config's job name, or one derived from the task instance when the config gives none."""
@@ -506,7 +511,7 @@ class SageMakerPreferenceBaseOperator(
         self._record_preferences = list(preferences or [])
         # dag.test() resumes with the event alone: the report is also in the task's state store.
         self._guardrails = self._guardrails or guardrails or self._stored_guardrails(context)
-        self._task_context = (context.get("ti"), context.get("task_state_store"))
+        self._task_context = (context.get("ti"), JobStateStore.of(context))
         with self.recording_failures(context):
             if self._staging is None:
                 self._staging = self._load_staging(context)
@@ -545,7 +550,7 @@ class SageMakerPreferenceBaseOperator(
         """Resume after the job ended."""
         self._record_preferences = list(preferences or [])
         self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
-        self._task_context = (context.get("ti"), context.get("task_state_store"))
+        self._task_context = (context.get("ti"), JobStateStore.of(context))
         with self.recording_failures(context):
             if self._staging is None:
                 self._staging = self._load_staging(context)
@@ -566,7 +571,7 @@ class SageMakerPreferenceBaseOperator(
         ti, store = self._task_context
         state = current_state(ti)
         mine = getattr(ti, "try_number", None)
-        if state in GOES_ON or (state == "running" and newer_try_recorded(store, STATE_KEY, mine)):
+        if state in GOES_ON or (state == "running" and _taken_over(store, mine)):
             self.log.warning(
                 "Try %s was killed while the task goes on (now %s): job %s is left to the try that follows, "
                 "which reattaches to it",
@@ -576,6 +581,12 @@ class SageMakerPreferenceBaseOperator(
             )
             return
         self.hook.stop_job(self.job_kind, self._job_name)
+
+
+def _taken_over(store: JobStateStore, try_number: Any) -> bool:
+    """Whether the job state says a later try than ``try_number`` took the job over."""
+    state = store.load_or_none()
+    return state is not None and state.owned_by_later_try(try_number)
 
 
 class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):

@@ -18,9 +18,9 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.callbacks import STATE_KEY
 from airflow_provider_sm_prefs.exceptions import JobStoppedError
 from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
+from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe, terminal_error
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
@@ -49,16 +49,6 @@ def beyond_retries(context: Context) -> bool:
     return try_number is not None and max_tries is not None and try_number > max_tries + 1
 
 
-def cleared_since(state: Mapping[str, Any], max_tries: int | None) -> bool:
-    """Whether the task was cleared since the recorded submission (a retry keeps ``max_tries``).
-
-    Clearing sets ``max_tries = try_number + retries`` (``clear_task_instances``), so it grows with
-    every clear; a record of an earlier release, without ``max_tries``, counts as a retry.
-    """
-    recorded = state.get("max_tries")
-    return isinstance(recorded, int) and max_tries is not None and max_tries > recorded
-
-
 class SubmitOnceMixin:
     """Mixin of the operators (which provide ``hook``, ``log``, ``job_kind`` and ``stop_job_on_kill``)."""
 
@@ -79,18 +69,18 @@ class SubmitOnceMixin:
         Returns the completed outcome, or ``(name, describe)`` where describe is None if the job
         must be created.
         """
-        store = context.get("task_state_store")
-        state = store.get(STATE_KEY) if store is not None else None
+        store = JobStateStore.of(context)
+        state = store.load()
         max_tries = max_tries_of(context)
         submission = 1
         name = sanitize_job_name(base_name)
-        if isinstance(state, Mapping) and state.get("job_name"):
-            previous = str(state["job_name"])
-            submission = int(str(state.get("submission") or 1))
-            if store is not None:
-                # This try owns the job from now on: a killed earlier try's on_kill leaves it alone.
-                store.set(STATE_KEY, {**state, "try_number": try_number_of(context)})
-            cleared = cleared_since(state, max_tries)
+        if state is not None:
+            previous = state.job_name
+            submission = state.submission
+            # This try owns the job from now on: a killed earlier try's on_kill leaves it alone.
+            state = store.update(try_number=try_number_of(context))
+            assert state is not None
+            cleared = state.cleared_since(max_tries)
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
                 self.log.info(
@@ -114,27 +104,22 @@ class SubmitOnceMixin:
                     status.value,
                     name,
                 )
-        if store is not None:
-            # The same job again keeps what was recorded with it (guardrails, stages); a new submission
-            # starts afresh. max_tries tells a later try whether the task was cleared in between.
-            kept = dict(state) if isinstance(state, Mapping) and state.get("job_name") == name else {}
-            store.set(
-                STATE_KEY,
-                {
-                    **kept,
-                    "job_name": name,
-                    "submission": submission,
-                    "kind": self.job_kind.value,
-                    "max_tries": max_tries,
-                    "try_number": try_number_of(context),
-                },
+        store.save(
+            JobState.submitted(
+                state,
+                job_name=name,
+                kind=self.job_kind.value,
+                submission=submission,
+                max_tries=max_tries,
+                try_number=try_number_of(context),
             )
+        )
         return name, None
 
     def _resume_earlier_try(
         self,
         context: Context,
-        state: Mapping[str, Any],
+        state: JobState,
         previous: str,
         describe: dict[str, Any],
         status: JobStatus,

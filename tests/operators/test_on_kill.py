@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.callbacks import STATE_KEY
+from airflow_provider_sm_prefs.job_state import STATE_KEY, JobStateStore
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from airflow_provider_sm_prefs.preferences import build_request
 from tests.operators.test_dag_runs import training_config
@@ -57,7 +57,7 @@ def _killed(sm: Any, monkeypatch: pytest.MonkeyPatch, state: Any, owner_try: int
     op._job_name = "nightly"
     ti = SimpleNamespace(dag_id="d", task_id="job", run_id="r", map_index=-1, try_number=1)
     record = {"job_name": "nightly", "try_number": owner_try} if owner_try else None
-    op._task_context = (ti, _Store(record))
+    op._task_context = (ti, JobStateStore(_Store(record)))
     op.on_kill()
     return str(sm.job("nightly")["status"])
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.callbacks import STATE_KEY
 from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError
-from airflow_provider_sm_prefs.operators.submission import beyond_retries, cleared_since
+from airflow_provider_sm_prefs.job_state import STATE_KEY, JobState
+from airflow_provider_sm_prefs.operators.submission import beyond_retries
 from tests.operators.test_dag_runs import training_config
 
 
@@ -19,6 +19,12 @@ def test_a_clear_is_told_from_a_retry_by_max_tries() -> None:
     # A record written before max_tries was kept: a retry, as before.
     assert not cleared_since({"job_name": "j"}, 4)
     assert not cleared_since({"job_name": "j", "max_tries": 2}, None)
+
+
+def cleared_since(stored: dict[str, Any], max_tries: int | None) -> bool:
+    state = JobState.from_stored(stored)
+    assert state is not None
+    return state.cleared_since(max_tries)
 
 
 @pytest.mark.usefixtures("airflow_db")
