@@ -1,8 +1,22 @@
 """SageMaker calls for jobs submitted with instance preferences: submit once, describe, stop, classify.
 
-The hook owns every AWS call the operators, the sensor, the trigger and the failure callback make; they
-build it from their :class:`AwsSettings` and never spell operation or field names themselves (those come
-from :mod:`airflow_provider_sm_prefs.kinds`).
+The hook makes the calls about one job: Create, Describe and Stop for the operators, the sensor and the
+failure callback, and the trigger's Describe and Stop (async, on a client the trigger passes in);
+through :class:`~.preflight.PreflightLookups` also the guardrails' look-ups (Service Quotas, Pricing,
+DescribeTrainingPlan). Callers build it from their :class:`AwsSettings` and never spell operation or
+field names themselves (those come from :mod:`airflow_provider_sm_prefs.kinds`).
+
+Three places call AWS without it, each for calls that are about no single job:
+
+* the shared List loop (:mod:`airflow_provider_sm_prefs.triggers.watcher`) pages ListTrainingJobs or
+  ListProcessingJobs on the client the triggers of a process share (:mod:`.pool`). A pass serves every
+  waiting trigger of the process and outlives any one of them; its windows and paging are the loop's
+  own logic. The operation and field names still come from :mod:`~airflow_provider_sm_prefs.kinds`;
+* event mode's consumer (:mod:`airflow_provider_sm_prefs.triggers.event_queue`) receives, deletes and
+  sends SQS messages on an SQS client of the same connection (opened in
+  :mod:`airflow_provider_sm_prefs.triggers.event_mode`): another service, one long-poll per process;
+* :class:`~.logs.SageMakerJobLogsHook` reads a job's CloudWatch log streams (another service, its own
+  hook).
 """
 
 from __future__ import annotations
