@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -446,12 +446,3 @@ def evaluate(
         unchecked=unchecked,
         warnings=warnings,
     )
-
-
-def kept_entries(prefs: InstancePreferenceList, report: GuardrailReport) -> list[InstancePreference]:
-    """The entries to submit, in the author's order."""
-    return [prefs[rank - 1] for rank in report.kept]
-
-
-def exclusions_of(report: GuardrailReport) -> Iterable[Exclusion]:
-    return (Exclusion(**item) for item in report.excluded)
