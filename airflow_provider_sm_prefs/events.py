@@ -18,7 +18,12 @@ from typing import Any
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe, terminal_error
+from airflow_provider_sm_prefs.outcome import (
+    CapacityOutcome,
+    format_duration,
+    outcome_from_describe,
+    terminal_error,
+)
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.status import Phase, WaitFor
 
@@ -106,7 +111,7 @@ class CapacityEvent:
             wait_for=WaitFor.CAPACITY.value,
             phase=Phase.WAITING.value,
             job_status=job_status,
-            reason=f"still pending after {waited:.0f} s; the next acceptance window is open",
+            reason=f"still pending after {format_duration(waited)}; the next acceptance window is open",
         )
 
     def as_payload(self) -> dict[str, Any]:

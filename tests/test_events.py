@@ -83,3 +83,9 @@ def test_anything_else_is_a_clear_failure_naming_what_arrived(payload: Any) -> N
     with pytest.raises(errors.JobFailedError, match="unexpected trigger event") as raised:
         event.outcome_or_raise()
     assert raised.value.job_name == "nightly"
+
+
+def test_an_escalation_says_how_long_the_job_waited_as_the_logs_do() -> None:
+    event = CapacityEvent.escalation(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert (event.status, event.phase) == (EventStatus.ESCALATE, Phase.WAITING.value)
+    assert event.reason == "still pending after 1h05m; the next acceptance window is open"
