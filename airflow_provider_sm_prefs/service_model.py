@@ -5,10 +5,10 @@ accepts, so new types arrive with a botocore upgrade. The file is read straight 
 installed data directory: DAG files that build preference lists import this module at parse time,
 and importing botocore itself there would cost far more than reading one JSON file once.
 
-Even reading that file (~1 MB gzip'd JSON, 25-40 ms) is too much for the first DAG parse in a process,
-so :func:`accepts_instance_type` answers from :data:`INSTANCE_TYPES_SNAPSHOT`, a copy of the two enums
-kept equal to the installed botocore by ``tests/test_preferences.py``, and reads the model only for a
-type the copy does not hold (one that a newer botocore added, or an invalid one).
+Even reading that file (the whole service model, gzip'd) is too much for the first DAG parse in a
+process, so :func:`accepts_instance_type` answers from :data:`INSTANCE_TYPES_SNAPSHOT`, a copy of the
+two enums kept equal to the installed botocore by ``tests/test_preferences.py``, and reads the model
+only for a type the copy does not hold (one that a newer botocore added, or an invalid one).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One aiobotocore client per connection settings and event loop, shared by every trigger of a process.
 
-Creating a botocore client costs tens of milliseconds of CPU (service model, config files, event hooks)
-and a connection lookup; a triggerer holding 1,000 waits would spend most of its CPU on that. The client
-is opened on first use and closed when its last user leaves.
+Creating a botocore client is CPU work (service model, config files, event hooks) plus a connection
+lookup; a triggerer holding 1,000 waits would spend most of its CPU on that. The client is opened on
+first use and closed when its last user leaves.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ moto scans the whole queue in Python, several times per call: a send computes ev
 (three ``ApproximateNumberOfMessages*`` counts) to read ``ContentBasedDeduplication``; a receive builds
 the list of every visible message before taking ten, and checks each one's retention by computing every
 attribute again; a delete scans the queue twice, building each message's list of receipt handles, and
-then rebuilds the queue. With 20,000 messages waiting, a send took about 40 ms and a receive of ten with
-their deletes about 190 ms. Event mode at scale (tens of thousands of events in flight) would measure
+then rebuilds the queue. Each call costs more the more messages wait (measured in
+docs/performance.md), and event mode at scale (tens of thousands of events in flight) would measure
 moto, not the provider. Here:
 
 * the three approximate counts come from one pass, reused for up to :data:`COUNTS_TTL` seconds. AWS
