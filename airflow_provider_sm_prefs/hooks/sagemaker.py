@@ -12,9 +12,9 @@ Three places call AWS without it, each for calls that are about no single job:
   ListProcessingJobs on the client the triggers of a process share (:mod:`.pool`). A pass serves every
   waiting trigger of the process and outlives any one of them; its windows and paging are the loop's
   own logic. The operation and field names still come from :mod:`~airflow_provider_sm_prefs.kinds`;
-* event mode's consumer (:mod:`airflow_provider_sm_prefs.triggers.event_queue`) receives, deletes and
+* event mode's consumer (:mod:`airflow_provider_sm_prefs.triggers.eventbridge_queue`) receives, deletes and
   sends SQS messages on an SQS client of the same connection (opened in
-  :mod:`airflow_provider_sm_prefs.triggers.event_mode`): another service, one long-poll per process;
+  :mod:`airflow_provider_sm_prefs.triggers.eventbridge_mode`): another service, one long-poll per process;
 * :class:`~.logs.SageMakerJobLogsHook` reads a job's CloudWatch log streams (another service, its own
   hook).
 """

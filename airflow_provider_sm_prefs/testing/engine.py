@@ -7,7 +7,7 @@ for them is :mod:`.capacity`'s business; the jobs themselves are plain data (:mo
 
 Every change the engine records (a timeline entry: a status or secondary-status transition, or a
 processing job's waiting/running) is reported to :attr:`Engine.observer`, if one is set, while the job is
-in exactly that state; what to do with it (the EventBridge events of :mod:`.events`) is not the engine's
+in exactly that state; what to do with it (the EventBridge events of :mod:`.eventbridge`) is not the engine's
 business.
 
 Errors a client sees are raised as :mod:`.exceptions` (AWS error codes, no HTTP statuses).

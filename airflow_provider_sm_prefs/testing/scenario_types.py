@@ -153,7 +153,7 @@ class Faults:
 
 @dataclass(frozen=True)
 class EventSettings:
-    """How the job state-change events reach EventBridge (see :mod:`.events`).
+    """How the job state-change events reach EventBridge (see :mod:`.eventbridge`).
 
     :param enabled: whether changes are published at all.
     :param delay_seconds: real seconds between a change and its delivery to the default bus.

@@ -3,7 +3,7 @@
 :class:`OfflineSageMaker` binds a port and serves the WSGI app (:mod:`.wsgi`) with the fast-path request
 handler (:mod:`.handler`) around an :class:`~.service.EmulatorService`. This module is the public entry
 point of the server side and re-exports :class:`EmulatorApp`, :class:`EmulatorService` and
-:class:`RemoteSageMaker`. With the server runs the event pump (:class:`~.events.EventPump`): the world
+:class:`RemoteSageMaker`. With the server runs the event pump (:class:`~.eventbridge.EventPump`): the world
 advances every 0.1 real seconds and the jobs' EventBridge events are delivered, whether or not anybody
 calls SageMaker.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing.controls import EmulatorControls
 from airflow_provider_sm_prefs.testing.engine import Engine
-from airflow_provider_sm_prefs.testing.events import EventPump
+from airflow_provider_sm_prefs.testing.eventbridge import EventPump
 from airflow_provider_sm_prefs.testing.remote import RemoteSageMaker
 from airflow_provider_sm_prefs.testing.scenario_types import Scenario, ScenarioSource
 from airflow_provider_sm_prefs.testing.service import EmulatorService

@@ -1,5 +1,5 @@
 """Everything behind the HTTP layer of the offline SageMaker, under one lock: engine, API, faults, stats,
-and the EventBridge events of the jobs' state changes (:mod:`.events`).
+and the EventBridge events of the jobs' state changes (:mod:`.eventbridge`).
 
 :class:`EmulatorService` answers one emulated SageMaker call as a :class:`~.responses.Response` (faults
 first, so a faulted call has no side effects) and carries the admin operations, reachable both as
@@ -17,7 +17,7 @@ from typing import Any
 from airflow_provider_sm_prefs.testing.admin import dispatch
 from airflow_provider_sm_prefs.testing.api import SageMakerApi
 from airflow_provider_sm_prefs.testing.engine import Engine
-from airflow_provider_sm_prefs.testing.events import EventPublisher, put_on_default_bus
+from airflow_provider_sm_prefs.testing.eventbridge import EventPublisher, put_on_default_bus
 from airflow_provider_sm_prefs.testing.exceptions import ApiError, SerializationError
 from airflow_provider_sm_prefs.testing.faults import Fault, FaultInjector
 from airflow_provider_sm_prefs.testing.models import Job, JobKind

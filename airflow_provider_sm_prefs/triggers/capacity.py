@@ -30,7 +30,7 @@ from airflow_provider_sm_prefs.status import (
 )
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
-from airflow_provider_sm_prefs.triggers.event_mode import event_mode_for
+from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]

@@ -17,7 +17,7 @@ jobs, so others' jobs created between or after ours cost no page; passes come ev
 or down to a third of it while List calls stay within a budget of :data:`~.cadence.LIST_COST_SHARE` of
 what per-job polling would send.
 
-Event mode (:mod:`.event_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
+Event mode (:mod:`.eventbridge_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
 each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
 change wakes it at once. Passes then come only every ``[sm_prefs] event_safety_list_seconds`` (a safety
 net under lost events), except while the queue cannot be read.
@@ -43,7 +43,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import service_now
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.status import WaitFor, phase_of, worth_a_look
 from airflow_provider_sm_prefs.triggers.cadence import ListBudget, cohort_windows, list_cadence
-from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer
+from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 
 log = logging.getLogger(__name__)
 

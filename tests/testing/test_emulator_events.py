@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.testing import OfflineSageMaker, ScenarioError, load_scenario
-from airflow_provider_sm_prefs.testing.events import EventPublisher
+from airflow_provider_sm_prefs.testing.eventbridge import EventPublisher
 from airflow_provider_sm_prefs.testing.service import EmulatorService
 from tests.testing.conftest import processing_request, training_request
 

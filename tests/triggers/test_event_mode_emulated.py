@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_sm_prefs.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
-from airflow_provider_sm_prefs.triggers import event_queue
+from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
@@ -76,7 +76,7 @@ def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[
     async def main() -> list[dict[str, Any]]:
         tasks = [asyncio.create_task(one(name)) for name in names]
         for _ in range(200):  # the consumer starts once the first wait has read its connection
-            stats.extend(c.stats for c in event_queue._CONSUMERS.values() if c.queue_url == url)
+            stats.extend(c.stats for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url)
             if stats:
                 break
             await asyncio.sleep(0.05)

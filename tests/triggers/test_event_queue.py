@@ -22,11 +22,11 @@ from aiobotocore.session import get_session
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
-from airflow_provider_sm_prefs.triggers import event_queue
+from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
-from airflow_provider_sm_prefs.triggers.event_messages import PRESENCE, parse_event
-from airflow_provider_sm_prefs.triggers.event_mode import configured_queue_url
-from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer
+from airflow_provider_sm_prefs.triggers.eventbridge_messages import PRESENCE, parse_event
+from airflow_provider_sm_prefs.triggers.eventbridge_mode import configured_queue_url
+from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
@@ -141,7 +141,7 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -
 @pytest.fixture(autouse=True)
 def _fresh_consumers() -> Any:
     yield
-    event_queue._CONSUMERS.clear()
+    eventbridge_queue._CONSUMERS.clear()
 
 
 # ----------------------------------------------------------------------------------------- parsing
@@ -247,7 +247,7 @@ def test_two_consumers_of_one_queue_each_get_the_events_of_their_own_jobs(sm: An
     # Every event reached its watcher well before the 60 s horizon: none was left to the safety passes.
     # (An event handed to the other consumer first reaches its watcher a few seconds later.)
     latency = max(t - sent_at[0] for w in woke.values() for t in w.values())
-    assert latency < event_queue.HORIZON, latency
+    assert latency < eventbridge_queue.HORIZON, latency
     stats = {name: consumer.stats for name, consumer in consumers.items()}
     assert sum(s.woke for s in stats.values()) == 20
     assert sum(s.expired for s in stats.values()) == 10  # nobody's events, each dropped once
@@ -276,7 +276,7 @@ def test_an_event_for_a_silent_peer_is_offered_until_the_horizon(
     sm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A peer that announced itself and then stopped reading: the event goes round until HORIZON."""
-    monkeypatch.setattr(event_queue, "HORIZON", 4.0)
+    monkeypatch.setattr(eventbridge_queue, "HORIZON", 4.0)
     url = new_queue(sm)
     sqs = sm.boto3_client("sqs")
 
@@ -325,7 +325,7 @@ def run_trigger(
 
 def consumer_of(url: str) -> EventQueueConsumer:
     """The process's consumer of ``url`` (while its loop runs)."""
-    found = [c for c in event_queue._CONSUMERS.values() if c.queue_url == url]
+    found = [c for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url]
     assert len(found) == 1
     return found[0]
 
@@ -342,7 +342,9 @@ def test_in_event_mode_an_event_wakes_the_trigger_and_listing_slows_down(
     listed: list[int] = []
 
     async def steps(trig: SageMakerCapacityTrigger) -> None:
-        await wait_until(lambda: any(c.healthy for c in event_queue._CONSUMERS.values()), 10, "event mode")
+        await wait_until(
+            lambda: any(c.healthy for c in eventbridge_queue._CONSUMERS.values()), 10, "event mode"
+        )
         await asyncio.sleep(1.0)  # the first (early) List pass; then passes every 600 s
         sm.advance(G5_FREE_AT)  # the job gets capacity: only an event can tell the trigger now
         before = sm.stats()["operations"].get("ListTrainingJobs", 0)
@@ -375,7 +377,9 @@ def test_in_event_mode_a_lost_event_costs_one_safety_pass_not_the_wait(
     describe = pending_job(sm, "ev-lost")
 
     async def steps(trig: SageMakerCapacityTrigger) -> None:
-        await wait_until(lambda: any(c.healthy for c in event_queue._CONSUMERS.values()), 10, "event mode")
+        await wait_until(
+            lambda: any(c.healthy for c in eventbridge_queue._CONSUMERS.values()), 10, "event mode"
+        )
         consumers.append(consumer_of(url))
         sm.advance(G5_FREE_AT)  # and no event ever comes
 
@@ -398,7 +402,7 @@ def test_an_unreadable_queue_falls_back_to_the_usual_list_cadence(
 
     async def steps(trig: SageMakerCapacityTrigger) -> None:
         await wait_until(
-            lambda: any(c.stats.errors for c in event_queue._CONSUMERS.values()), 10, "the error"
+            lambda: any(c.stats.errors for c in eventbridge_queue._CONSUMERS.values()), 10, "the error"
         )
         sm.advance(G5_FREE_AT)
 
@@ -423,7 +427,7 @@ def test_a_backlog_is_read_by_several_receives_at_once_and_nothing_is_lost(sm: A
             QueueUrl=url,
             Entries=[{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start : start + 10])],
         )
-    time.sleep(event_queue.BACKLOG_AGE + 0.5)  # they have waited: the consumer is behind
+    time.sleep(eventbridge_queue.BACKLOG_AGE + 0.5)  # they have waited: the consumer is behind
     in_flight = {"now": 0, "most": 0}
     plain = sqs_opener(sm)
 
@@ -442,8 +446,8 @@ def test_a_backlog_is_read_by_several_receives_at_once_and_nothing_is_lost(sm: A
     woken, consumer = asyncio.run(main())
     assert woken == set(names)
     assert consumer.stats.woke == 300 and consumer.stats.passed == 0 and consumer.stats.errors == 0
-    assert in_flight["most"] == event_queue.RECEIVERS
-    assert consumer.stats.receives <= 600 / event_queue.BATCH + 2 * event_queue.RECEIVERS
+    assert in_flight["most"] == eventbridge_queue.RECEIVERS
+    assert consumer.stats.receives <= 600 / eventbridge_queue.BATCH + 2 * eventbridge_queue.RECEIVERS
     assert events_left(sm, url) == []
 
 

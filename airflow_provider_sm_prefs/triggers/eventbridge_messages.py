@@ -1,5 +1,6 @@
 """What an event-queue message says: a SageMaker job event in EventBridge's envelope, or a consumer's
-presence, and the message attributes consumers of one queue pass events on with (see :mod:`.event_queue`).
+presence, and the message attributes consumers of one queue pass events on with (see
+:mod:`.eventbridge_queue`).
 
 Pure: no I/O, no clock.
 """

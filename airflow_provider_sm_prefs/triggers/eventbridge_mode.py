@@ -2,7 +2,7 @@
 
 The queue comes from the AWS connection's extra ``sm_prefs_event_queue_url`` if it has that key (an empty
 value turns event mode off for the connection), else from ``[sm_prefs] event_queue_url``. See
-:mod:`.event_queue` for what event mode does, docs/events.md for setting it up.
+:mod:`.eventbridge_queue` for what event mode does, docs/events.md for setting it up.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
-from airflow_provider_sm_prefs.triggers.event_queue import EventQueueConsumer, consumer_for
+from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer, consumer_for
 
 #: Connection extra naming the queue (overrides the config option; empty or "off" turns event mode off).
 CONNECTION_EXTRA = "sm_prefs_event_queue_url"
