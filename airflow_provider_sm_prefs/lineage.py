@@ -15,19 +15,29 @@ could hold a secret (environment, hyperparameters, role, image, network settings
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_provider_sm_prefs import schema
+from airflow_provider_sm_prefs.escalation import StageEnd
+from airflow_provider_sm_prefs.guardrails import ExclusionKind
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 
 __all__ = [
     "FACET_NAME",
+    "FACET_REQUIRED",
     "SCHEMA_RESOURCE",
     "S3Location",
     "capacity_facet_fields",
+    "facet_properties",
+    "facet_schema",
+    "facet_schema_text",
     "job_inputs",
     "job_outputs",
     "s3_location",
@@ -35,7 +45,8 @@ __all__ = [
 
 #: The run facet's key in an OpenLineage event (custom facets carry a prefix of their producer).
 FACET_NAME = "smPrefs_capacity"
-#: The facet's JSON Schema, shipped in the wheel next to the hardware catalog.
+#: The facet's JSON Schema, shipped in the wheel next to the hardware catalog; written from
+#: :func:`facet_schema` (``tests/test_schema.py`` checks the file is what it writes).
 SCHEMA_RESOURCE = "data/SageMakerCapacityRunFacet.json"
 
 
@@ -131,27 +142,129 @@ def _preference_fields(preferences: Iterable[Mapping[str, Any]]) -> list[dict[st
     ]
 
 
-#: Facet fields read off the outcome, by the outcome's attribute (None until an entry is selected).
-_OUTCOME_FIELDS = {
-    "selectedInstanceType": "selected_instance_type",
-    "selectedInstanceCount": "selected_instance_count",
-    "preferenceRank": "preference_rank",
-    "fellBack": "fell_back",
-    "pendingSeconds": "pending_seconds",
-    "capacity": "capacity",
-    "jobStatus": "job_status",
-    "billableSeconds": "billable_seconds",
-    "hourlyCost": "hourly_cost",
-    "firstChoiceHourlyCost": "first_choice_hourly_cost",
-    "costIncrease": "cost_increase",
-    "estimatedCost": "estimated_cost",
+#: The facet's properties known before SageMaker selects anything, listed first (JSON Schema of each).
+_KNOWN_BEFORE_SELECTION: dict[str, dict[str, Any]] = {
+    "jobKind": {"type": "string", "enum": [kind.value for kind in JobKind]},
+    "jobName": {"type": ["string", "null"], "description": "The SageMaker job."},
+    "preferences": {
+        "type": "array",
+        "maxItems": 5,
+        "description": "The list as written, in priority order.",
+        "items": {
+            "type": "object",
+            "properties": {
+                "instanceType": {"type": "string"},
+                "instanceCount": {"type": ["integer", "null"], "minimum": 1},
+                "trainingPlanArn": {"type": ["string", "null"]},
+                "acceptAfterSeconds": {
+                    "type": ["number", "null"],
+                    "minimum": 0,
+                    "description": "Acceptance window: the entry was offered only after the task had waited "
+                    "this long.",
+                },
+            },
+            "required": ["instanceType"],
+            "additionalProperties": False,
+        },
+    },
 }
-#: Facet fields read off ``outcome.accelerators``, by its key.
-_ACCELERATOR_FIELDS = {
-    "acceleratorModel": "model",
-    "acceleratorsTotal": "total",
-    "acceleratorMemoryGibPerDevice": "memory_gib_per_device",
+#: Facet properties read off ``outcome.accelerators``: its key, and the property's JSON Schema.
+_ACCELERATOR_FIELDS: dict[str, tuple[str, dict[str, Any]]] = {
+    "acceleratorModel": ("model", {"type": ["string", "null"]}),
+    "acceleratorsTotal": ("total", {"type": ["integer", "null"], "minimum": 0}),
+    "acceleratorMemoryGibPerDevice": ("memory_gib_per_device", {"type": ["number", "null"], "minimum": 0}),
 }
+#: Facet properties built from an outcome field rather than copied as it is, by that field (listed at its
+#: place among the outcome's fields). Every other facet property is copied: ``facet(...)`` on the field.
+_BUILT_FROM: dict[str, dict[str, dict[str, Any]]] = {
+    "accelerators": {name: prop for name, (_, prop) in _ACCELERATOR_FIELDS.items()},
+    "excluded": {
+        "excluded": {
+            "type": "array",
+            "description": "Entries left out before submit by the guardrails.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "instanceType": {"type": "string"},
+                    "rank": {"type": ["integer", "null"]},
+                    "kind": {"type": "string", "enum": [kind.value for kind in ExclusionKind]},
+                },
+                "additionalProperties": False,
+            },
+        }
+    },
+    "stages": {
+        "stages": {
+            "type": "array",
+            "description": "Submission stages of a list with acceptance windows (empty otherwise): the entries "
+            "each stage offered, its job, how long it waited and how it ended.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "stage": {"type": "integer"},
+                    "entries": {"type": "array", "items": {"type": "string"}},
+                    "jobName": {"type": "string"},
+                    "pendingSeconds": {"type": "number"},
+                    "ended": {"type": "string", "enum": [end.value for end in StageEnd]},
+                },
+                "additionalProperties": False,
+            },
+        }
+    },
+}
+#: The properties every facet has.
+FACET_REQUIRED = ("jobKind", "preferences")
+_FACET_DESCRIPTION = (
+    "The instance preference list of an Amazon SageMaker Training or Processing job and the entry SageMaker "
+    "selected (airflow-provider-sm-prefs). Every field but jobKind and preferences is null until an entry "
+    "is selected."
+)
+
+
+def facet_properties(outcome: type[CapacityOutcome] = CapacityOutcome) -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each property of the facet, in order.
+
+    First the properties known before selection, then, in the order of the outcome's fields, one per field
+    marked ``facet(...)`` (copied as it is: camelCase, nullable) and those built from a field.
+    """
+    properties = dict(_KNOWN_BEFORE_SELECTION)
+    for field in dataclasses.fields(outcome):
+        if schema.info(field).facet:
+            properties[schema.camel(field.name)] = schema.facet_property(outcome, field.name)
+        properties.update(_BUILT_FROM.get(field.name, {}))
+    return copy.deepcopy(properties)
+
+
+def facet_schema(outcome: type[CapacityOutcome] = CapacityOutcome) -> dict[str, Any]:
+    """The facet's JSON Schema, as shipped in :data:`SCHEMA_RESOURCE` (:func:`facet_schema_text`)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "SageMakerCapacityRunFacet.json",
+        "$defs": {
+            "SageMakerCapacityRunFacet": {
+                "allOf": [
+                    {"$ref": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"},
+                    {
+                        "type": "object",
+                        "description": _FACET_DESCRIPTION,
+                        "properties": facet_properties(outcome),
+                        "required": list(FACET_REQUIRED),
+                    },
+                ],
+                "type": "object",
+            }
+        },
+        "type": "object",
+        "properties": {FACET_NAME: {"$ref": "#/$defs/SageMakerCapacityRunFacet"}},
+    }
+
+
+def facet_schema_text() -> str:
+    """The text of :data:`SCHEMA_RESOURCE`. After changing a facet field, write it there (in a checkout)::
+
+    python -c "from airflow_provider_sm_prefs import lineage; print(lineage.facet_schema_text(), end='')" > airflow_provider_sm_prefs/data/SageMakerCapacityRunFacet.json
+    """
+    return json.dumps(facet_schema(), indent=2) + "\n"
 
 
 def capacity_facet_fields(
@@ -171,12 +284,13 @@ def capacity_facet_fields(
     :param job_name: the job's name when there is no outcome yet.
     """
     accelerators = (outcome.accelerators if outcome else None) or {}
+    copied = schema.facet_copies(type(outcome) if outcome else CapacityOutcome)
     fields: dict[str, Any] = {
         "jobKind": kind.value,
         "jobName": outcome.job_name if outcome else job_name,
         "preferences": _preference_fields((outcome.preferences if outcome else None) or preferences),
-        **{name: getattr(outcome, attr) if outcome else None for name, attr in _OUTCOME_FIELDS.items()},
-        **{name: accelerators.get(key) for name, key in _ACCELERATOR_FIELDS.items()},
+        **{schema.camel(name): getattr(outcome, name) if outcome else None for name in copied},
+        **{name: accelerators.get(key) for name, (key, _) in _ACCELERATOR_FIELDS.items()},
         "excluded": [
             {"instanceType": item.get("instance_type"), "rank": item.get("rank"), "kind": item.get("kind")}
             for item in (outcome.excluded if outcome else [])

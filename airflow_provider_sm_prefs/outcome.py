@@ -23,11 +23,15 @@ from airflow_provider_sm_prefs.exceptions import (
 )
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.schema import OUTCOME_ONLY, facet
 from airflow_provider_sm_prefs.status import JobStatus, as_datetime, cluster_of, job_status, selected
 
 
 class XComKey(str, Enum):
-    """XCom keys pushed by the operators and the sensor. ``return_value`` holds the whole record."""
+    """XCom keys pushed by the operators and the sensor. ``return_value`` holds the whole record.
+
+    Each key is the name of the :class:`CapacityOutcome` field it carries.
+    """
 
     JOB_NAME = "job_name"
     JOB_ARN = "job_arn"
@@ -48,36 +52,51 @@ class Capacity(str, Enum):
 
 @dataclass(frozen=True)
 class CapacityOutcome:
-    """What SageMaker chose for a job, and how long it took to get it. JSON-safe via :meth:`as_dict`."""
+    """What SageMaker chose for a job, and how long it took to get it. JSON-safe via :meth:`as_dict`.
+
+    The one declaration of the outcome's fields (see :mod:`.schema`): the capacity record carries each
+    field under the same name unless it is ``OUTCOME_ONLY``; the OpenLineage facet carries the fields
+    marked ``facet(...)`` as they are.
+    """
 
     job_name: str
     job_kind: str
     job_arn: str | None
-    selected_instance_type: str
-    selected_instance_count: int
-    preference_rank: int | None
-    fell_back: bool
-    pending_seconds: float
-    capacity: str
-    accelerators: dict[str, Any] | None
-    job_status: str
-    secondary_status: str | None = None
+    selected_instance_type: str = field(
+        metadata=facet("The entry SageMaker selected (SelectedInstanceType).")
+    )
+    selected_instance_count: int = field(metadata=facet(minimum=1))
+    preference_rank: int | None = field(
+        metadata=facet("Place of the selected entry in the list as written; 1 = first choice.", minimum=1)
+    )
+    fell_back: bool = field(metadata=facet())
+    pending_seconds: float = field(
+        metadata=facet("Time waited for capacity, from AWS's timestamps.", minimum=0)
+    )
+    capacity: str = field(metadata=facet(enum=sorted(c.value for c in Capacity)))
+    accelerators: dict[str, Any] | None = field(metadata=OUTCOME_ONLY)
+    job_status: str = field(metadata=facet())
+    secondary_status: str | None = field(default=None, metadata=OUTCOME_ONLY)
     preferences: list[dict[str, Any]] = field(default_factory=list)
     training_seconds: int | None = None
-    billable_seconds: int | None = None
-    failure_reason: str | None = None
+    billable_seconds: int | None = field(default=None, metadata=facet(minimum=0))
+    failure_reason: str | None = field(default=None, metadata=OUTCOME_ONLY)
     #: CreationTime and the end time SageMaker reports (ISO 8601), when known.
     created_at: str | None = None
     ended_at: str | None = None
     #: Training: where SageMaker put the model (``ModelArtifacts.S3ModelArtifacts``), once it reports it.
-    model_artifacts: str | None = None
+    model_artifacts: str | None = field(default=None, metadata=OUTCOME_ONLY)
     #: Guardrails before submit (see :mod:`.guardrails`): USD per hour of the selected cluster and of the
     #: first entry as written, the difference as a fraction, the cost once billable seconds are known,
     #: the entries left out (``{instance_type, rank, kind, reason}``) and the checks that could not run.
-    hourly_cost: float | None = None
-    first_choice_hourly_cost: float | None = None
-    cost_increase: float | None = None
-    estimated_cost: float | None = None
+    hourly_cost: float | None = field(
+        default=None, metadata=facet("USD per hour of the selected cluster (On-Demand list price x count).")
+    )
+    first_choice_hourly_cost: float | None = field(default=None, metadata=facet())
+    cost_increase: float | None = field(
+        default=None, metadata=facet("hourlyCost against firstChoiceHourlyCost, as a fraction.")
+    )
+    estimated_cost: float | None = field(default=None, metadata=facet("hourlyCost x billable time, in USD."))
     excluded: list[dict[str, Any]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     #: Acceptance windows (see :mod:`.escalation`): one ``StageRecord.as_dict()`` per submission stage,
@@ -92,19 +111,8 @@ class CapacityOutcome:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def xcom_values(self) -> dict[str, Any]:
-        """The per-key XComs (``return_value`` carries :meth:`as_dict`)."""
-        return {
-            XComKey.JOB_NAME.value: self.job_name,
-            XComKey.JOB_ARN.value: self.job_arn,
-            XComKey.SELECTED_INSTANCE_TYPE.value: self.selected_instance_type,
-            XComKey.SELECTED_INSTANCE_COUNT.value: self.selected_instance_count,
-            XComKey.PREFERENCE_RANK.value: self.preference_rank,
-            XComKey.FELL_BACK.value: self.fell_back,
-            XComKey.PENDING_SECONDS.value: self.pending_seconds,
-            XComKey.CAPACITY.value: self.capacity,
-            XComKey.ACCELERATORS.value: self.accelerators,
-            XComKey.JOB_STATUS.value: self.job_status,
-        }
+        """The per-key XComs (``return_value`` carries :meth:`as_dict`): each key names an outcome field."""
+        return {key.value: getattr(self, key.value) for key in XComKey}
 
     def summary(self) -> str:
         rank = f"rank {self.preference_rank}" if self.preference_rank else "rank ?"

@@ -7,7 +7,8 @@ across runs from Airflow's own storage. ``return_value`` and the per-field keys 
 instance, the region, the failure kind and timestamps.
 
 Readers must expect records of other versions and junk under the key: :meth:`CapacityRecord.from_dict`
-returns None for anything it cannot read, and never raises.
+returns None for anything it cannot read, and never raises. What each field may hold when read back is
+its annotation's types (:func:`~airflow_provider_sm_prefs.schema.reader_types`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_sm_prefs import exceptions as errors
+from airflow_provider_sm_prefs import schema
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 
 __all__ = ["RECORD_KEY", "RECORD_VERSION", "CapacityRecord", "FailureKind", "TaskInstanceRef"]
@@ -86,7 +88,12 @@ class TaskInstanceRef:
 
 @dataclass(frozen=True)
 class CapacityRecord:
-    """What one task try did with its SageMaker job. JSON-safe via :meth:`as_dict`."""
+    """What one task try did with its SageMaker job. JSON-safe via :meth:`as_dict`.
+
+    Carries every field of :class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome` that is not
+    ``OUTCOME_ONLY``, under the same name (optional here: a failed try has none of them), besides the task
+    try, the region, the failure and when it was recorded.
+    """
 
     dag_id: str
     task_id: str
@@ -104,15 +111,17 @@ class CapacityRecord:
     fell_back: bool | None = None
     capacity: str | None = None
     pending_seconds: float | None = None
-    training_seconds: int | None = None
-    billable_seconds: int | None = None
+    #: Read back as any number, as they always were.
+    training_seconds: int | None = field(default=None, metadata=schema.reads(int | float | None))
+    billable_seconds: int | None = field(default=None, metadata=schema.reads(int | float | None))
     job_status: str | None = None
     failure_kind: str | None = None
     reason: str | None = None
     created_at: str | None = None
     ended_at: str | None = None
     recorded_at: str = ""
-    version: int = RECORD_VERSION
+    #: Checked by value before anything else is read (:meth:`from_dict`).
+    version: int = field(default=RECORD_VERSION, metadata=schema.reads(Any))
     # Guardrails before submit (added in version 1 with defaults; see outcome.CapacityOutcome).
     hourly_cost: float | None = None
     first_choice_hourly_cost: float | None = None
@@ -129,10 +138,13 @@ class CapacityRecord:
     ) -> CapacityRecord:
         """The record of a try that got its outcome (capacity acquired, or the job completed).
 
-        Every field the outcome shares with the record is taken from it as is.
+        Every field the outcome declares for the record (:func:`~airflow_provider_sm_prefs.schema.recorded`)
+        is taken from it as is.
         """
-        shared = {f.name for f in fields(CapacityOutcome)} & {f.name for f in fields(cls)}
-        values = {name: _copied(getattr(outcome, name)) for name in shared}
+        names = {f.name for f in fields(cls)}
+        values = {
+            name: _copied(getattr(outcome, name)) for name in schema.recorded(type(outcome)) if name in names
+        }
         return cls(**asdict(ti), **values, region=region, recorded_at=_now(now))
 
     @classmethod
@@ -178,62 +190,14 @@ class CapacityRecord:
         """A record read back from XCom; None for another version or anything malformed."""
         if not isinstance(data, Mapping) or data.get("version") != RECORD_VERSION:
             return None
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
-        if not all(_has_type(name, value) for name, value in values.items()):
+        types = schema.reader_types(cls)
+        values = {k: v for k, v in data.items() if k in types}
+        if not all(schema.holds(types[name], value) for name, value in values.items()):
             return None
         try:
             return cls(**values)
         except TypeError:
             return None
-
-
-_STR = (str,)
-_OPT_STR = (str, type(None))
-_OPT_NUMBER = (int, float, type(None))
-#: What each field read back may hold (a field not named here is taken as it is).
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "dag_id": _STR,
-    "task_id": _STR,
-    "run_id": _STR,
-    "map_index": (int,),
-    "try_number": (int,),
-    "job_kind": _STR,
-    "job_name": _OPT_STR,
-    "job_arn": _OPT_STR,
-    "region": _OPT_STR,
-    "preferences": (list,),
-    "selected_instance_type": _OPT_STR,
-    "selected_instance_count": (int, type(None)),
-    "preference_rank": (int, type(None)),
-    "fell_back": (bool, type(None)),
-    "capacity": _OPT_STR,
-    "pending_seconds": _OPT_NUMBER,
-    "training_seconds": _OPT_NUMBER,
-    "billable_seconds": _OPT_NUMBER,
-    "job_status": _OPT_STR,
-    "failure_kind": _OPT_STR,
-    "reason": _OPT_STR,
-    "created_at": _OPT_STR,
-    "ended_at": _OPT_STR,
-    "recorded_at": _STR,
-    "hourly_cost": _OPT_NUMBER,
-    "first_choice_hourly_cost": _OPT_NUMBER,
-    "cost_increase": _OPT_NUMBER,
-    "estimated_cost": _OPT_NUMBER,
-    "excluded": (list,),
-    "unchecked": (list,),
-    "stages": (list,),
-}
-
-
-def _has_type(name: str, value: Any) -> bool:
-    allowed = _FIELD_TYPES.get(name)
-    if allowed is None:
-        return True
-    if isinstance(value, bool) and bool not in allowed:  # True is an int to isinstance, not to a reader
-        return False
-    return isinstance(value, allowed)
 
 
 def _copied(value: Any) -> Any:

@@ -2,21 +2,23 @@
 
 Imports OpenLineage's client at module level: only :mod:`airflow_provider_sm_prefs.operators.lineage`
 imports this module, inside the methods Airflow's OpenLineage provider calls, so the operators work
-without that provider installed. The fields are built by the pure
-:func:`airflow_provider_sm_prefs.lineage.capacity_facet_fields`; the JSON Schema ships in the wheel
-(:data:`airflow_provider_sm_prefs.lineage.SCHEMA_RESOURCE`).
+without that provider installed. The class's attributes, the JSON Schema shipped in the wheel
+(:data:`airflow_provider_sm_prefs.lineage.SCHEMA_RESOURCE`) and the values
+(:func:`airflow_provider_sm_prefs.lineage.capacity_facet_fields`) all follow the properties of the pure
+:func:`airflow_provider_sm_prefs.lineage.facet_properties`, read off the outcome's declaration.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from attrs import define, field
+from attrs import define, field, make_class
 from openlineage.client.facet_v2 import RunFacet
 
-from airflow_provider_sm_prefs import PACKAGE_NAME, __version__
+from airflow_provider_sm_prefs import PACKAGE_NAME, __version__, lineage
+from airflow_provider_sm_prefs.outcome import CapacityOutcome
 
-__all__ = ["PRODUCER", "SCHEMA_URL", "SageMakerCapacityRunFacet"]
+__all__ = ["PRODUCER", "SCHEMA_URL", "SageMakerCapacityRunFacet", "capacity_facet_class"]
 
 #: Who produced the facet: this provider, at this version.
 PRODUCER = f"https://pypi.org/project/{PACKAGE_NAME}/{__version__}/"
@@ -29,58 +31,8 @@ SCHEMA_URL = (
 
 
 @define
-class SageMakerCapacityRunFacet(RunFacet):
-    """The instance preference list of a SageMaker job and the entry SageMaker selected.
-
-    Field meanings are those of :class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome` (camelCase
-    here, as OpenLineage writes facets); every field but ``jobKind`` and ``preferences`` is None until
-    SageMaker selected an entry. No field comes from the request's environment, hyperparameters or
-    credentials.
-
-    :param jobKind: ``training`` or ``processing``.
-    :param jobName: the SageMaker job.
-    :param preferences: the list as written: ``{instanceType, instanceCount, trainingPlanArn,
-        acceptAfterSeconds}`` per entry.
-    :param selectedInstanceType: the entry SageMaker selected.
-    :param selectedInstanceCount: its instance count.
-    :param preferenceRank: its place in the list (1 = first choice).
-    :param fellBack: whether the rank is above 1.
-    :param pendingSeconds: how long the job waited for capacity, from AWS's timestamps.
-    :param capacity: ``on-demand`` or ``training-plan``.
-    :param acceleratorModel: the selected type's accelerator (``A10G``), None for CPU types.
-    :param acceleratorsTotal: accelerators over the selected cluster.
-    :param acceleratorMemoryGibPerDevice: memory per accelerator in GiB.
-    :param jobStatus: the job's status when the event was made.
-    :param billableSeconds: SageMaker's billable time, once the job ended.
-    :param hourlyCost: USD per hour of the selected cluster, when priced.
-    :param firstChoiceHourlyCost: the same for the first entry of the list.
-    :param costIncrease: ``hourlyCost`` against ``firstChoiceHourlyCost``, as a fraction.
-    :param estimatedCost: ``hourlyCost`` × billable time, once known.
-    :param excluded: entries the guardrails left out before submit: ``{instanceType, rank, kind}``.
-    :param stages: submission stages of a list with acceptance windows: ``{stage, entries, jobName,
-        pendingSeconds, ended}``; empty otherwise.
-    """
-
-    jobKind: str
-    preferences: list[dict[str, Any]]
-    jobName: str | None = field(default=None)
-    selectedInstanceType: str | None = field(default=None)
-    selectedInstanceCount: int | None = field(default=None)
-    preferenceRank: int | None = field(default=None)
-    fellBack: bool | None = field(default=None)
-    pendingSeconds: float | None = field(default=None)
-    capacity: str | None = field(default=None)
-    acceleratorModel: str | None = field(default=None)
-    acceleratorsTotal: int | None = field(default=None)
-    acceleratorMemoryGibPerDevice: float | None = field(default=None)
-    jobStatus: str | None = field(default=None)
-    billableSeconds: int | None = field(default=None)
-    hourlyCost: float | None = field(default=None)
-    firstChoiceHourlyCost: float | None = field(default=None)
-    costIncrease: float | None = field(default=None)
-    estimatedCost: float | None = field(default=None)
-    excluded: list[dict[str, Any]] = field(factory=list)
-    stages: list[dict[str, Any]] = field(factory=list)
+class _CapacityRunFacet(RunFacet):
+    """What the facet class does besides carrying its fields (:func:`capacity_facet_class` adds those)."""
 
     #: Instance types, plan ARNs and statuses are not secrets: keep OpenLineage's redaction off them.
     _additional_skip_redact = [
@@ -100,3 +52,40 @@ class SageMakerCapacityRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return SCHEMA_URL
+
+
+def capacity_facet_class(outcome: type[CapacityOutcome] = CapacityOutcome) -> type[RunFacet]:
+    """The facet class: one attribute per property of the facet's JSON Schema, in its order.
+
+    The properties are :func:`airflow_provider_sm_prefs.lineage.facet_properties` of ``outcome``'s
+    declaration: a field of the outcome marked ``facet(...)`` becomes an attribute here with nothing else
+    to edit. The required ones come first; a list defaults to empty, anything else to None.
+    """
+    properties = lineage.facet_properties(outcome)
+    attributes: dict[str, Any] = {}
+    for name in sorted(properties, key=lambda name: name not in lineage.FACET_REQUIRED):
+        if name in lineage.FACET_REQUIRED:
+            attributes[name] = field()
+        elif properties[name]["type"] == "array":
+            attributes[name] = field(factory=list)
+        else:
+            attributes[name] = field(default=None)
+    made: type[RunFacet] = make_class(
+        "SageMakerCapacityRunFacet", attributes, bases=(_CapacityRunFacet,), slots=True
+    )
+    made.__module__ = __name__
+    made.__doc__ = _DOC
+    return made
+
+
+_DOC = """The instance preference list of a SageMaker job and the entry SageMaker selected.
+
+Field meanings are those of :class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome` (camelCase here, as
+OpenLineage writes facets; ``preferences``, ``excluded`` and ``stages`` hold camelCase entries too, and the
+accelerator fields come from ``accelerators``). Every field but ``jobKind`` and ``preferences`` is None
+until SageMaker selected an entry. No field comes from the request's environment, hyperparameters or
+credentials. The fields and their JSON Schema: :func:`airflow_provider_sm_prefs.lineage.facet_properties`.
+"""
+
+#: The ``smPrefs_capacity`` facet (built once, from the outcome's declaration).
+SageMakerCapacityRunFacet = capacity_facet_class()

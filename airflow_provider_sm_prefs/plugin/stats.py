@@ -30,6 +30,7 @@ from airflow_provider_sm_prefs.record import CapacityRecord, FailureKind
 
 __all__ = [
     "FAILURE_SERIES",
+    "JOB_FIELDS",
     "WAIT_BINS",
     "Entry",
     "Filters",
@@ -46,6 +47,27 @@ FAILURE_SERIES: tuple[str, ...] = (
     FailureKind.QUOTA.value,
     FailureKind.NO_CAPACITY.value,
     "other",
+)
+#: The record fields each row of the job table carries as they are (the page's script reads them by
+#: these names); ``tests/test_schema.py`` checks each is a field of the record. The other columns are
+#: computed from the record (``entries``, ``reason``, the costs, ``has_job``) or added (the links).
+JOB_FIELDS: tuple[str, ...] = (
+    "dag_id",
+    "task_id",
+    "run_id",
+    "map_index",
+    "try_number",
+    "job_kind",
+    "job_name",
+    "region",
+    "selected_instance_type",
+    "selected_instance_count",
+    "preference_rank",
+    "pending_seconds",
+    "training_seconds",
+    "billable_seconds",
+    "job_status",
+    "failure_kind",
 )
 _MAX_SERIES = 12
 _REASON_CHARS = 300
@@ -245,7 +267,7 @@ def _configurations(decided: Sequence[Entry]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for (instance_type, count), records in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
         billable = [float(r.billable_seconds) for r in records if r.billable_seconds is not None]
-        costs = [c for c in (_number(r, "estimated_cost") for r in records) if c is not None]
+        costs = [c for c in (_number(r.estimated_cost) for r in records) if c is not None]
         rows.append(
             {
                 "instance_type": instance_type,
@@ -260,15 +282,14 @@ def _configurations(decided: Sequence[Entry]) -> list[dict[str, Any]]:
                 ),
                 "median_billable_seconds": _median(billable),
                 "billable_instance_hours": round(sum(billable) * count / 3600, 2),
-                "hourly_cost": _number(records[0], "hourly_cost"),
+                "hourly_cost": _number(records[0].hourly_cost),
                 "median_estimated_cost": _median(costs),
             }
         )
     return rows
 
 
-def _number(record: CapacityRecord, name: str) -> float | None:
-    value = getattr(record, name, None)
+def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -310,26 +331,11 @@ def _job_row(entry: Entry) -> dict[str, Any]:
     )
     return {
         "run_after": entry.run_after.isoformat(),
-        "dag_id": r.dag_id,
-        "task_id": r.task_id,
-        "run_id": r.run_id,
-        "map_index": r.map_index,
-        "try_number": r.try_number,
-        "job_kind": r.job_kind,
-        "job_name": r.job_name,
-        "region": r.region,
+        **{name: getattr(r, name) for name in JOB_FIELDS},
         "entries": len(r.preferences),
-        "selected_instance_type": r.selected_instance_type,
-        "selected_instance_count": r.selected_instance_count,
-        "preference_rank": r.preference_rank,
-        "pending_seconds": r.pending_seconds,
-        "training_seconds": r.training_seconds,
-        "billable_seconds": r.billable_seconds,
-        "job_status": r.job_status,
-        "failure_kind": r.failure_kind,
         "reason": reason,
-        "hourly_cost": _number(r, "hourly_cost"),
-        "estimated_cost": _number(r, "estimated_cost"),
+        "hourly_cost": _number(r.hourly_cost),
+        "estimated_cost": _number(r.estimated_cost),
         "has_job": r.job_status not in (None, "Rejected") or r.preference_rank is not None,
         "ti_url": "",
         "job_url": "",
