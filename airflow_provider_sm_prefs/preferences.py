@@ -198,6 +198,11 @@ def _window_of(value: Mapping[str, Any], where: str, problems: list[str]) -> flo
 
 
 def _duration(seconds: float | None) -> str:
+    """A window or bound in a validation message, exact to the second ("1h0m5s", "2h").
+
+    Not :func:`~airflow_provider_sm_prefs.outcome.format_duration`: that one rounds past an hour for
+    logs, and a message comparing 3605 s with 3610 s must not read "1h00m is earlier than 1h00m".
+    """
     seconds = int(seconds or 0)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
@@ -830,3 +835,27 @@ def build_request(
     """
     prefs = check_request(kind, config, instance_preferences, max_pending_seconds)
     return prefs._rendered(config, max_pending_seconds), prefs
+
+
+def job_level_count(kind: JobKind, config: Any) -> int | None:
+    """The job-level InstanceCount of a request or config (None when absent or unreadable)."""
+    if not isinstance(config, Mapping):
+        return None
+    cluster = kind.spec.cluster_of(config)
+    count = cluster.get("InstanceCount") if isinstance(cluster, Mapping) else None
+    try:
+        return int(count) if count is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def without_list(kind: JobKind, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without a preference list inside it (the pruned list is passed as the argument)."""
+    out = dict(config)
+    node = out
+    for key in kind.cluster_path:
+        child = dict(node.get(key) or {})
+        node[key] = child
+        node = child
+    node.pop("InstancePreferences", None)
+    return out

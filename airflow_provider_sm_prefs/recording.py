@@ -1,15 +1,17 @@
 """How the operators and the sensor leave their :class:`~airflow_provider_sm_prefs.record.CapacityRecord`.
 
-One mixin for both: :meth:`CapacityRecording.push_outcome` pushes the outcome's XCom keys and the record
-(and sends the capacity metrics, :mod:`.metrics`);
-:meth:`CapacityRecording.recording_failures` wraps a task's entry points so a try that fails leaves a
-record saying why before the exception goes on to Airflow.
+:class:`CapacityRecorder` serves both: :meth:`~CapacityRecorder.push` pushes the outcome's XCom keys and
+the record (and sends the capacity metrics, :mod:`.metrics`); :meth:`~CapacityRecorder.failures` wraps a
+task's entry points so a try that fails leaves a record saying why before the exception goes on to
+Airflow. What a failure record says comes from the try's :class:`TryProgress`, which the task fills in
+as it goes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.sdk import Context
@@ -20,42 +22,56 @@ from airflow_provider_sm_prefs.exceptions import SageMakerPreferencesError
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
 
+__all__ = ["CapacityRecorder", "TryProgress"]
 
-class CapacityRecording:
-    """Mixin of the operators and the sensor (which provide ``hook``, ``log`` and the two attributes)."""
 
-    #: The job this try submitted or watches, once known.
-    _job_name: str | None
-    #: The list as submitted, once validated (``InstancePreferenceList.as_list()``).
-    _record_preferences: list[dict[str, Any]]
-    #: What the guardrails before submit decided, for a failure record (``GuardrailReport.record_fields``).
-    _record_guardrails: dict[str, Any] | None = None
-    #: Submission stages that ended before this try failed (acceptance windows), for a failure record.
-    _record_stages: list[dict[str, Any]] | None = None
-    #: The outcome this try pushed last (OpenLineage's on-complete and on-failure read it).
-    _pushed_outcome: CapacityOutcome | None = None
-    hook: Any
-    log: Any
+@dataclass
+class TryProgress:
+    """What one task try has learnt so far: the failure record, lineage and the kill path read it.
 
-    def _job_kind_value(self) -> str:
-        raise NotImplementedError
+    :param job_name: the job this try submitted or watches, once known.
+    :param preferences: the list as submitted, once validated (``InstancePreferenceList.as_list()``).
+    :param guardrails: what the guardrails before submit decided (``GuardrailReport.record_fields()``).
+    :param stages: submission stages that ended before now (acceptance windows).
+    :param outcome: the outcome this try pushed last.
+    """
+
+    job_name: str | None = None
+    preferences: list[dict[str, Any]] = field(default_factory=list)
+    guardrails: dict[str, Any] | None = None
+    stages: list[dict[str, Any]] | None = None
+    outcome: CapacityOutcome | None = None
+
+
+class CapacityRecorder:
+    """Pushes a try's outcome and record, and leaves a record for a try that fails.
+
+    :param job_kind: ``training`` or ``processing`` (the sensor's may be known only once rendered).
+    :param region: the region the job runs in (read when a record is made; None when unknown).
+    :param log: the task's logger.
+    """
+
+    def __init__(self, job_kind: Callable[[], str], region: Callable[[], str | None], log: Any) -> None:
+        self.job_kind = job_kind
+        self.region = region
+        self.log = log
 
     def _region(self) -> str | None:
         try:
-            region = self.hook.conn_region_name
+            region = self.region()
         except Exception:  # the record is a report; never fail the task for it
             return None
         return str(region) if region else None
 
-    def push_outcome(
-        self, context: Context, outcome: CapacityOutcome, selection: bool = True
+    def push(
+        self, context: Context, outcome: CapacityOutcome, progress: TryProgress, selection: bool = True
     ) -> dict[str, Any]:
         """Push the outcome's XCom keys and this try's record; returns ``return_value``.
 
         :param selection: this push reports the selection (sends the capacity metrics); False for the
             push when the job ends after an earlier push reported it, or for a job an earlier try ran.
         """
-        self._pushed_outcome = outcome
+        progress.outcome = outcome
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
             ti.xcom_push(key=key, value=value)
@@ -66,7 +82,7 @@ class CapacityRecording:
         return outcome.as_dict()
 
     @contextlib.contextmanager
-    def recording_failures(self, context: Context) -> Iterator[None]:
+    def failures(self, context: Context, progress: TryProgress) -> Iterator[None]:
         """Leave a failure record for any exception but a deferral, then let it go on."""
         try:
             yield
@@ -78,12 +94,12 @@ class CapacityRecording:
                 record = CapacityRecord.from_error(
                     TaskInstanceRef.of(context["ti"]),
                     cause,
-                    self._job_kind_value(),
-                    getattr(self, "_job_name", None),
-                    list(getattr(self, "_record_preferences", []) or []),
+                    self.job_kind(),
+                    progress.job_name,
+                    list(progress.preferences),
                     self._region(),
-                    guardrails=getattr(self, "_record_guardrails", None),
-                    stages=getattr(self, "_record_stages", None),
+                    guardrails=progress.guardrails,
+                    stages=progress.stages,
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
                 metrics.emit(record)

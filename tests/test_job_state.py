@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.job_state import STATE_KEY, STATE_VERSION, JobState, JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.operators.escalation import EscalationMixin, Staging
+from airflow_provider_sm_prefs.operators.escalation import Escalation, Staging
+from airflow_provider_sm_prefs.recording import TryProgress
 
 PACKAGE = Path(__file__).parent.parent / "airflow_provider_sm_prefs"
 GOLDEN = Path(__file__).parent / "golden"
@@ -31,8 +33,9 @@ class _Store:
         self.values[key] = json.loads(json.dumps(value))  # what a real store keeps: JSON
 
 
-class _Op(EscalationMixin):
-    job_kind = JobKind.TRAINING
+def _escalation() -> Escalation:
+    """A task's acceptance windows, as a retry reads them from the job state (no AWS call needed)."""
+    return Escalation(JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test"))
 
 
 def test_the_state_of_the_previous_release_with_stages_and_guardrails_reads_back() -> None:
@@ -57,7 +60,7 @@ def test_the_state_of_the_previous_release_with_stages_and_guardrails_reads_back
     assert state.staging is not None
     staging = Staging.from_dict(state.staging, JobKind.TRAINING)
     assert (staging.stage, staging.escalating, staging.base_name) == (1, True, "golden-nightly")
-    assert EscalationMixin._continues_escalation(_Op(), state, {"TrainingJobStatus": "Stopped"})
+    assert _escalation().continues(state, {"TrainingJobStatus": "Stopped"})
     report = GuardrailReport.from_dict(state.guardrails)
     assert report is not None and report.kept == [2, 3]
 

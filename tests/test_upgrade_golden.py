@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from airflow.sdk.module_loading import import_string
 
 from airflow_provider_sm_prefs.events import CapacityEvent
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
-from airflow_provider_sm_prefs.job_state import JobState
+from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
+from airflow_provider_sm_prefs.operators.escalation import Escalation
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.record import CapacityRecord
+from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 
@@ -89,7 +91,7 @@ def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_it
     assert not state.cleared_since(3)
     # No stages recorded: the task waits as before, without windows.
     assert "staging" not in stored and state.staging is None
-    assert not EscalationMixin._continues_escalation(_Op(), state, {"TrainingJobStatus": "Stopped"})
+    assert not _escalation().continues(state, {"TrainingJobStatus": "Stopped"})
     report = GuardrailReport.from_dict(state.guardrails)
     assert report is not None and report.kept == [2, 3]
     assert report.excluded[0]["instance_type"] == "ml.p5.48xlarge"
@@ -124,5 +126,6 @@ def test_the_outcome_and_record_of_the_previous_release_read_back() -> None:
     assert {k: v for k, v in record.as_dict().items() if k in data["record"]} == data["record"]
 
 
-class _Op(EscalationMixin):
-    job_kind = JobKind.TRAINING
+def _escalation() -> Escalation:
+    """A task's acceptance windows, as a retry reads them from the job state (no AWS call needed)."""
+    return Escalation(JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test"))

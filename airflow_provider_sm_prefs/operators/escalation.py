@@ -1,6 +1,6 @@
 """The operators' side of acceptance windows: submit in stages, stop a still-Pending stage, go on.
 
-The stages themselves are decided in :mod:`airflow_provider_sm_prefs.escalation`; this mixin keeps
+The stages themselves are decided in :mod:`airflow_provider_sm_prefs.escalation`; :class:`Escalation` keeps
 their state in the task state store (next to the submit-once record), so a retry, a worker kill or a
 triggerer restart continues the current stage and never runs two stages' jobs at once.
 """
@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.escalation import (
@@ -29,14 +29,14 @@ from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_f
 from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
 from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.operators.guardrails import _without_list
 from airflow_provider_sm_prefs.outcome import (
     CapacityOutcome,
     format_duration,
     pending_seconds,
     terminal_error,
 )
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request
+from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request, without_list
+from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.status import Phase, WaitFor, as_datetime, phase_of, selected
 
 #: Longest the task waits, after stopping a Pending stage, for SageMaker to report it Stopped before
@@ -121,29 +121,58 @@ class Staging:
         return escalate, deadline
 
 
-class EscalationMixin:
-    """Mixin of the operators: acceptance windows (``accept_after``) as submission stages."""
+@dataclass(frozen=True)
+class KeepJob:
+    """The escalation's answer when the job got capacity as its window closed: resume with this event."""
 
-    job_kind: ClassVar[JobKind]
-    hook: Any
-    log: Any
-    max_pending: Any
-    _job_name: str | None
-    _staging: Staging | None = None
-    _record_stages: list[dict[str, Any]] | None = None
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NextStage:
+    """The escalation's answer when the next stage is to be submitted: its name is already recorded."""
+
+    job_name: str
+    limits: StageLimits
+
+
+class Escalation:
+    """Acceptance windows (``accept_after``) as submission stages, for one task try.
+
+    Keeps the :class:`Staging` in the job state, so a retry, a worker kill or a triggerer restart
+    continues the current stage and never runs two stages' jobs at once.
+
+    :param job_kind: the kind of job.
+    :param hook: the SageMaker hook of the task.
+    :param store: the task's job state.
+    :param progress: the try's progress; its ``stages`` follow the stages that ended.
+    :param log: the task's logger.
+    """
+
+    def __init__(
+        self, job_kind: JobKind, hook: Any, store: JobStateStore, progress: TryProgress, log: Any
+    ) -> None:
+        self.job_kind = job_kind
+        self.hook = hook
+        self.store = store
+        self.progress = progress
+        self.log = log
+        self.staging: Staging | None = None
 
     # -- state -----------------------------------------------------------------------------------------
-    def _save_staging(self, context: Any, job_name: str | None = None) -> None:
+    def save(self, job_name: str | None = None) -> None:
         """Store the staging in the job state (``job_name``: the next stage's, recorded before Create)."""
-        if self._staging is None:
+        if self.staging is None:
             return
-        changes: dict[str, Any] = {"staging": self._staging.as_dict()}
+        changes: dict[str, Any] = {"staging": self.staging.as_dict()}
         if job_name is not None:
             changes["job_name"] = job_name
-        JobStateStore.of(context).update(**changes)
+        self.store.update(**changes)
 
-    def _load_staging(self, context: Any) -> Staging | None:
-        return self._staging_of(JobStateStore.of(context).load(), warn=True)
+    def load(self) -> Staging | None:
+        """The staging recorded in the job state (this try resumes after a deferral or a restart)."""
+        self.staging = self._staging_of(self.store.load(), warn=True)
+        return self.staging
 
     def _staging_of(self, state: JobState | None, warn: bool = False) -> Staging | None:
         data = state.staging if state is not None else None
@@ -156,15 +185,13 @@ class EscalationMixin:
                 self.log.warning("Unreadable staging record in the task state; waiting without windows")
             return None
 
-    def _begin_staging(
-        self, context: Any, submitted: InstancePreferenceList, job_name: str, total: float | None
-    ) -> Staging | None:
-        """The staging of this try: continued from the state store, or started when the list has windows."""
-        staging = self._load_staging(context)
+    def begin(self, submitted: InstancePreferenceList, job_name: str, total: float | None) -> Staging | None:
+        """The staging of this try: continued from the job state, or started when the list has windows."""
+        staging = self._staging_of(self.store.load(), warn=True)
         if staging is None and len(plan_stages(submitted)) > 1:
             staging = Staging(submitted=submitted, stage=1, base_name=job_name, total=total)
-            self._staging = staging
-            self._save_staging(context)
+            self.staging = staging
+            self.save()
             for stage in staging.stages:
                 self.log.info(
                     "Stage %d%s offers %s",
@@ -172,11 +199,11 @@ class EscalationMixin:
                     f" (from {format_duration(stage.opens_at)} of waiting)" if stage.opens_at else "",
                     stage.preferences(submitted).describe(),
                 )
-        self._staging = staging
-        self._record_stages = list(staging.history) if staging else None
+        self.staging = staging
+        self.progress.stages = list(staging.history) if staging else None
         return staging
 
-    def _continues_escalation(self, state: JobState, describe: Mapping[str, Any]) -> bool:
+    def continues(self, state: JobState, describe: Mapping[str, Any]) -> bool:
         """Whether an ended job of an earlier try is a stage the escalation goes on from."""
         staging = self._staging_of(state)
         if staging is None:
@@ -190,44 +217,44 @@ class EscalationMixin:
         error = terminal_error(self.job_kind, describe)
         return staging.escalating or isinstance(error, errors.CapacityUnavailableError)
 
-    def _note_origin(self, context: Any, describe: Mapping[str, Any] | None) -> None:
+    def note_origin(self, describe: Mapping[str, Any] | None) -> None:
         """Stage 1's CreationTime starts the total wait (the service's clock, so restarts keep it)."""
-        staging = self._staging
+        staging = self.staging
         if staging is None or staging.origin is not None or staging.stage != 1:
             return
         created = as_datetime((describe or {}).get("CreationTime"))
         if created is not None:
             staging.origin = created.isoformat()
-            self._save_staging(context)
+            self.save()
 
-    def _failed_stage(self, received: CapacityEvent) -> dict[str, Any]:
+    def failed_stage(self, received: CapacityEvent) -> dict[str, Any]:
         """The record of the current stage when the wait ended without capacity."""
-        assert self._staging is not None
+        assert self.staging is not None
         timed_out = received.error_type == errors.CapacityTimeoutError.__name__
         no_capacity = received.error_type == errors.CapacityUnavailableError.__name__
         ended = StageEnd.TIMED_OUT if timed_out else StageEnd.NO_CAPACITY if no_capacity else StageEnd.FAILED
         return StageRecord(
-            stage=self._staging.stage,
-            entries=self._staging.current.preferences(self._staging.submitted).instance_types,
+            stage=self.staging.stage,
+            entries=self.staging.current.preferences(self.staging.submitted).instance_types,
             job_name=received.job_name,
             pending_seconds=0.0,
             ended=ended.value,
         ).as_dict()
 
     # -- requests --------------------------------------------------------------------------------------
-    def _stage_request(self, config: Mapping[str, Any], limits: StageLimits, job_name: str) -> dict[str, Any]:
+    def stage_request(self, config: Mapping[str, Any], limits: StageLimits, job_name: str) -> dict[str, Any]:
         """The Create request of the current stage: its entries, and what remains of max_pending."""
-        assert self._staging is not None
-        base = copy.deepcopy(_without_list(self.job_kind, config))
+        assert self.staging is not None
+        base = copy.deepcopy(without_list(self.job_kind, config))
         stopping = dict(base.get("StoppingCondition") or {})
         if stopping.pop("MaxPendingTimeInSeconds", None) is not None:
             base["StoppingCondition"] = stopping
-        stage_list = self._staging.current.preferences(self._staging.submitted)
+        stage_list = self.staging.current.preferences(self.staging.submitted)
         request, _ = build_request(self.job_kind, base, stage_list.as_list(), limits.server_pending)
         request[self.job_kind.spec.name_field] = job_name
         self.log.info(
             "Stage %d: submitting %s as %s%s",
-            self._staging.stage,
+            self.staging.stage,
             stage_list.describe(),
             job_name,
             f" (MaxPendingTimeInSeconds {limits.server_pending})" if limits.server_pending else "",
@@ -235,9 +262,9 @@ class EscalationMixin:
         return request
 
     # -- outcome ---------------------------------------------------------------------------------------
-    def _with_stages(self, outcome: CapacityOutcome) -> CapacityOutcome:
+    def with_stages(self, outcome: CapacityOutcome) -> CapacityOutcome:
         """The outcome with its stages; ``pending_seconds`` becomes the total from stage 1's creation."""
-        staging = self._staging
+        staging = self.staging
         if staging is None:
             return outcome
         final = StageRecord(
@@ -255,24 +282,24 @@ class EscalationMixin:
             pending_seconds=round(outcome.pending_seconds + offset, 3),
         )
 
-    def _stage_ended(self, describe: Mapping[str, Any], ended: StageEnd) -> dict[str, Any]:
-        assert self._staging is not None
+    def _stage_ended(self, describe: Mapping[str, Any], ended: StageEnd, job_name: str) -> dict[str, Any]:
+        assert self.staging is not None
         kind = self.job_kind
-        staging = self._staging
+        staging = self.staging
         created = as_datetime(describe.get("CreationTime"))
         return StageRecord(
             stage=staging.stage,
             entries=staging.current.preferences(staging.submitted).instance_types,
-            job_name=str(describe.get(kind.spec.name_field) or self._job_name),
+            job_name=str(describe.get(kind.spec.name_field) or job_name),
             pending_seconds=pending_seconds(kind, describe, service_now(describe)),
             ended=ended.value,
             created_at=created.isoformat() if created else None,
         ).as_dict()
 
     # -- the escalation --------------------------------------------------------------------------------
-    def _handles(self, received: CapacityEvent) -> bool:
+    def handles(self, received: CapacityEvent) -> bool:
         """Whether a capacity event is the escalation's business rather than the end of the wait."""
-        staging = self._staging
+        staging = self.staging
         if staging is None or received.status is EventStatus.SUCCESS:
             return False
         if received.status is EventStatus.ESCALATE:
@@ -281,14 +308,16 @@ class EscalationMixin:
             return False
         return staging.escalating or received.error_type == errors.CapacityUnavailableError.__name__
 
-    def _escalate(self, context: Any) -> dict[str, Any] | None:
-        """Look once more, stop the stage if it is still Pending, and submit the next one.
+    def escalate(self, job: str) -> KeepJob | NextStage:
+        """Look once more at ``job``, stop it if it is still Pending, and record the next stage.
 
         A job found selected is kept (the escalation is dropped), whatever the window said.
+
+        :raises CapacityTimeoutError: when ``max_pending`` ran out before the next stage.
         """
-        staging = self._staging
-        assert staging is not None and self._job_name is not None
-        kind, job = self.job_kind, self._job_name
+        staging = self.staging
+        assert staging is not None
+        kind = self.job_kind
         describe = self.hook.describe_job(kind, job)  # right before Stop
         if describe is None:
             raise errors.JobFailedError(job, None, f"SageMaker has no {kind.value} job named {job!r}")
@@ -302,14 +331,14 @@ class EscalationMixin:
                 staging.stage,
             )
             staging.escalating = False
-            self._save_staging(context)
+            self.save()
             event = event_from_describe(kind, WaitFor.CAPACITY, describe, phase, staging.submitted, now=now)
-            return self._resume_capacity(context, event.as_payload())  # type: ignore[attr-defined,no-any-return]
+            return KeepJob(event.as_payload())
         error = terminal_error(kind, describe, now=now)
         if phase is Phase.WAITING:
-            record = self._stage_ended(describe, StageEnd.ESCALATED)
+            record = self._stage_ended(describe, StageEnd.ESCALATED, job)
             staging.escalating = True
-            self._save_staging(context)  # before Stop: a retry knows the stop was ours
+            self.save()  # before Stop: a retry knows the stop was ours
             self.log.info(
                 "%s still pending after %s: stopping it (never billed) for stage %d",
                 job,
@@ -329,7 +358,7 @@ class EscalationMixin:
                 )
             now = service_now(after)
         elif isinstance(error, errors.CapacityUnavailableError) and not staging.current.is_last:
-            record = self._stage_ended(describe, StageEnd.NO_CAPACITY)
+            record = self._stage_ended(describe, StageEnd.NO_CAPACITY, job)
             self.log.info(
                 "%s: no entry of stage %d had capacity (%s); submitting stage %d now",
                 job,
@@ -338,11 +367,10 @@ class EscalationMixin:
                 staging.stage + 1,
             )
         elif staging.escalating and phase in (Phase.STOPPING, Phase.STOPPED):
-            record = self._stage_ended(describe, StageEnd.ESCALATED)  # stopped by an earlier try
+            record = self._stage_ended(describe, StageEnd.ESCALATED, job)  # stopped by an earlier try
         else:
             raise error or errors.JobFailedError(job, None, "the stage ended without capacity")
-        result: dict[str, Any] | None = self._next_stage(context, record, now)
-        return result
+        return self._next_stage(record, now)
 
     def _settle(self, job: str) -> dict[str, Any] | None:
         """Describe the stopped job until SageMaker reports it ended (bounded)."""
@@ -358,8 +386,8 @@ class EscalationMixin:
         )
         return describe
 
-    def _next_stage(self, context: Any, record: dict[str, Any], now: datetime) -> dict[str, Any] | None:
-        staging = self._staging
+    def _next_stage(self, record: dict[str, Any], now: datetime) -> NextStage:
+        staging = self.staging
         assert staging is not None
         origin = as_datetime(staging.origin)
         elapsed = max(0.0, (now - origin).total_seconds()) if origin else staging.elapsed
@@ -367,10 +395,10 @@ class EscalationMixin:
         staging.stage += 1
         staging.escalating = False
         staging.elapsed = elapsed
-        self._record_stages = list(staging.history)
+        self.progress.stages = list(staging.history)
         limits = staging.limits(self.job_kind, elapsed)
         if limits.exhausted:
-            self._save_staging(context)
+            self.save()
             raise errors.CapacityTimeoutError(
                 str(record["job_name"]),
                 None,
@@ -378,5 +406,5 @@ class EscalationMixin:
                 f"stage(s) without capacity",
             )
         name = sanitize_job_name(staging.base_name, suffix=stage_suffix(staging.stage))
-        self._save_staging(context, job_name=name)  # before Create: submit-once holds across stages
-        return self._submit_stage(context, name, limits)  # type: ignore[attr-defined,no-any-return]
+        self.save(job_name=name)  # before Create: submit-once holds across stages
+        return NextStage(name, limits)

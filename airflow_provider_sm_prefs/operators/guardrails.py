@@ -1,7 +1,7 @@
 """The operators' guardrails before submit: workload requirements, preflight, price caps (orchestration).
 
 The decisions are pure (:mod:`airflow_provider_sm_prefs.guardrails`, :mod:`airflow_provider_sm_prefs.requirements`);
-the look-ups are the hook's (:mod:`airflow_provider_sm_prefs.hooks.preflight`). This mixin validates
+the look-ups are the hook's (:mod:`airflow_provider_sm_prefs.hooks.preflight`). :class:`GuardrailCheck` validates
 the arguments (literal ones at DAG parse time), runs the checks in ``execute`` before Create*, submits
 what remains as a request re-validated by the preference model, and maps the outcome back to the list as
 the DAG author wrote it.
@@ -13,7 +13,7 @@ import ast
 import json
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -24,55 +24,63 @@ from airflow_provider_sm_prefs.guardrails import (
     Preflight,
     evaluate,
 )
-from airflow_provider_sm_prefs.job_state import JobStateStore
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request, to_seconds
+from airflow_provider_sm_prefs.preferences import (
+    InstancePreferenceList,
+    build_request,
+    job_level_count,
+    to_seconds,
+    without_list,
+)
+from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.requirements import (
     MixedAcceleratorRuntimesWarning,
     WorkloadRequirements,
     mixed_runtimes,
 )
 
-__all__ = ["GUARDRAIL_FIELDS", "GuardrailsMixin"]
+__all__ = ["GUARDRAIL_FIELDS", "GuardrailCheck", "with_guardrails"]
 
 #: The operators' guardrail arguments (all templated).
 GUARDRAIL_FIELDS = ("requirements", "max_hourly_cost", "max_cost_increase", "preflight", "prices")
 _DEFAULTS = (None, None, None, "prune", None)
 
 
-class GuardrailsMixin:
-    """Guardrails of :class:`~airflow_provider_sm_prefs.operators.sagemaker.SageMakerPreferenceBaseOperator`.
+class GuardrailCheck:
+    """The guardrails of one task: its rendered guardrail arguments, and what they leave of the list.
 
     ``preflight`` decides what happens to entries that cannot run now — too little quota for their
     count, a training plan that is not Active, lacks instances or has ended, a type not offered in the
     region: ``prune`` drops them and submits the rest, ``fail`` fails the task, ``warn`` only logs,
     ``off`` skips these checks. Price caps exclude entries whatever ``preflight`` says. When nothing
     remains the task fails with one line per entry, before any Create*.
+
+    :param job_kind: the kind of job the list is for.
+    :param values: the arguments named in :data:`GUARDRAIL_FIELDS`, in that order (rendered, or literal
+        at DAG parse time).
+    :param max_pending: the operator's ``max_pending`` (a pruned list is rebuilt with it).
+    :param log: the task's logger.
     """
 
-    job_kind: ClassVar[JobKind]
-    requirements: Any
-    max_hourly_cost: Any
-    max_cost_increase: Any
-    preflight: Any
-    prices: Any
-    max_pending: Any
-    hook: Any
-    log: Any
-    _record_guardrails: dict[str, Any] | None
+    def __init__(self, job_kind: JobKind, values: tuple[Any, ...], max_pending: Any, log: Any) -> None:
+        self.job_kind = job_kind
+        self.values = values
+        self.max_pending = max_pending
+        self.log = log
 
-    def _guardrail_settings(self) -> tuple[Guardrails, WorkloadRequirements | None]:
-        """The rendered guardrail arguments, validated (every problem at once)."""
+    def settings(self) -> tuple[Guardrails, WorkloadRequirements | None]:
+        """The guardrail arguments, validated (every problem at once)."""
         problems: list[str] = []
         guardrails = requirements = None
+        values = dict(zip(GUARDRAIL_FIELDS, self.values, strict=True))
         names = ("max_hourly_cost", "max_cost_increase", "preflight", "prices")
         try:
-            guardrails = Guardrails.of(*(_literal(getattr(self, name)) for name in names))
+            guardrails = Guardrails.of(*(_literal(values[name]) for name in names))
         except InvalidInstancePreferencesError as err:
             problems.extend(err.problems)
         try:
-            requirements = WorkloadRequirements.from_value(_literal(self.requirements))
+            requirements = WorkloadRequirements.from_value(_literal(values["requirements"]))
         except InvalidInstancePreferencesError as err:
             problems.extend(err.problems)
         if problems or guardrails is None:
@@ -94,35 +102,38 @@ class GuardrailsMixin:
         unknown = requirements.unverifiable(prefs)
         return "; ".join(unknown) if unknown else None
 
-    def _check_at_parse_time(
-        self, prefs: InstancePreferenceList | None, config: Any, values: tuple[Any, ...]
-    ) -> None:
-        """Literal guardrail arguments (``values``, of GUARDRAIL_FIELDS) fail the DAG import; a mixed
-        list gets a warning."""
+    def check_at_parse_time(self, prefs: InstancePreferenceList | None, config: Any) -> None:
+        """Literal guardrail arguments fail the DAG import; a mixed list gets a warning."""
         requirements = None
-        if values != _DEFAULTS:  # the defaults are valid
-            _, requirements = self._guardrail_settings()
+        if self.values != _DEFAULTS:  # the defaults are valid
+            _, requirements = self.settings()
         if prefs is None:
             return
-        warning = self._check_workload(prefs, _job_level_count(self.job_kind, config), requirements)
+        warning = self._check_workload(prefs, job_level_count(self.job_kind, config), requirements)
         if warning:
             warnings.warn(warning, MixedAcceleratorRuntimesWarning, stacklevel=4)
 
-    # -- execute ---------------------------------------------------------------------------------------
-    def _guard(
-        self, config: Mapping[str, Any], request: dict[str, Any], prefs: InstancePreferenceList
+    def guard(
+        self,
+        hook: Any,
+        config: Mapping[str, Any],
+        request: dict[str, Any],
+        prefs: InstancePreferenceList,
+        progress: TryProgress,
     ) -> tuple[dict[str, Any], InstancePreferenceList, GuardrailReport]:
         """Run the guardrails before Create*; returns the request to send, its list and the report.
 
+        ``progress.guardrails`` gets what they decided, also when they fail the task.
+
         :raises AirflowFailException: when nothing remains or ``preflight="fail"`` found a problem.
         """
-        guardrails, requirements = self._guardrail_settings()
-        default_count = _job_level_count(self.job_kind, request)
+        guardrails, requirements = self.settings()
+        default_count = job_level_count(self.job_kind, request)
         warning = self._check_workload(prefs, default_count, requirements)
         if warning:
             self.log.warning("%s", warning)
         checks = guardrails.preflight is not Preflight.OFF
-        facts = self.hook.preflight_facts(
+        facts = hook.preflight_facts(
             self.job_kind,
             [(e.instance_type, e.training_plan_arn) for e in prefs],
             checks=checks,
@@ -134,14 +145,14 @@ class GuardrailsMixin:
         try:
             report = evaluate(prefs, default_count, guardrails, facts)
         except PreflightError as err:
-            self._record_guardrails = {
+            progress.guardrails = {
                 "excluded": [x.as_dict() for x in err.excluded],  # type: ignore[attr-defined]
                 "unchecked": list(facts.unchecked),
             }
             for line in err.lines:
                 self.log.error("Guardrail: %s", line)
             raise AirflowFailException(str(err)) from err
-        self._record_guardrails = report.record_fields()
+        progress.guardrails = report.record_fields()
         for line in report.warnings:
             self.log.warning("Preflight (warn only, entry kept): %s", line)
         for item in report.excluded:
@@ -157,7 +168,7 @@ class GuardrailsMixin:
         # Windows as written stay with their entries (an excluded entry never reappears in a later stage).
         kept = prefs.keep(report.kept).as_list()
         request, submitted = build_request(
-            self.job_kind, _without_list(self.job_kind, config), kept, to_seconds(self.max_pending)
+            self.job_kind, without_list(self.job_kind, config), kept, to_seconds(self.max_pending)
         )
         self.log.info(
             "Submitting %d of %d entries (ranks %s of the list as written): %s",
@@ -168,27 +179,22 @@ class GuardrailsMixin:
         )
         return request, submitted, report
 
-    def _stored_guardrails(self, context: Any) -> dict[str, Any] | None:
-        """The guardrail report an earlier try of this task submitted its job with."""
-        state = JobStateStore.of(context).load()
-        return state.guardrails if state is not None else None
 
-    def _store_guardrails(self, context: Any, report: Mapping[str, Any]) -> None:
-        """Keep the report next to the job name, so a retry that reattaches reports the same ranks."""
-        JobStateStore.of(context).update(guardrails=dict(report))
+def with_guardrails(
+    outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None, log: Any
+) -> CapacityOutcome:
+    """The outcome in terms of the list as written, with its cost; logs what the selection costs.
 
-    def _with_guardrails(
-        self, outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None
-    ) -> CapacityOutcome:
-        """The outcome in terms of the list as written, with its cost; logs what the selection costs."""
-        report = GuardrailReport.from_dict(guardrails)
-        if report is None:
-            return outcome
-        outcome = report.apply(outcome)
-        note = report.selection_note(outcome)
-        if note:
-            self.log.info("%s", note)
+    :param guardrails: the report the job was submitted with (``GuardrailReport.as_dict()``), if any.
+    """
+    report = GuardrailReport.from_dict(guardrails)
+    if report is None:
         return outcome
+    outcome = report.apply(outcome)
+    note = report.selection_note(outcome)
+    if note:
+        log.info("%s", note)
+    return outcome
 
 
 def _literal(value: Any) -> Any:
@@ -206,26 +212,3 @@ def _literal(value: Any) -> Any:
             except (ValueError, SyntaxError):
                 continue
     return value
-
-
-def _job_level_count(kind: JobKind, config: Any) -> int | None:
-    if not isinstance(config, Mapping):
-        return None
-    cluster = kind.spec.cluster_of(config)
-    count = cluster.get("InstanceCount") if isinstance(cluster, Mapping) else None
-    try:
-        return int(count) if count is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _without_list(kind: JobKind, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` without a preference list inside it (the pruned list is passed as the argument)."""
-    out = dict(config)
-    node = out
-    for key in kind.cluster_path:
-        child = dict(node.get(key) or {})
-        node[key] = child
-        node = child
-    node.pop("InstancePreferences", None)
-    return out

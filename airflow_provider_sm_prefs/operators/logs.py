@@ -1,6 +1,6 @@
 """The job's own log lines in the task log, once the job has ended.
 
-:class:`JobLogsMixin` gives the operators ``print_log`` and ``max_log_lines``: when a wait ends with the job
+:class:`JobLogPrinter` is the operators' ``print_log`` and ``max_log_lines``: when a wait ends with the job
 ended (completed, failed or stopped after it started), the worker reads the job's CloudWatch streams
 (:class:`~airflow_provider_sm_prefs.hooks.logs.SageMakerJobLogsHook`) and writes their last lines into the
 task log, interleaved by time and prefixed by instance. A failure's exception carries the last lines.
@@ -12,8 +12,9 @@ warning that says how to fix it. Nothing of the request (hyperparameters, enviro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -21,13 +22,11 @@ from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.events import CapacityEvent
 from airflow_provider_sm_prefs.hooks.logs import JobLogs, SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import job_urls
 from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.recording import CapacityRecording
 
-__all__ = ["DEFAULT_MAX_LOG_LINES", "FAILURE_TAIL_LINES", "JobLogsMixin"]
+__all__ = ["DEFAULT_MAX_LOG_LINES", "FAILURE_TAIL_LINES", "JobLogPrinter"]
 
 #: How many of the job's last lines the task log shows by default.
 DEFAULT_MAX_LOG_LINES = 2000
@@ -46,29 +45,40 @@ _NO_INSTANCE_ERRORS = frozenset(
 _LOG_ACTIONS = "logs:DescribeLogStreams and logs:GetLogEvents"
 
 
-class JobLogsMixin(CapacityRecording):
-    """``print_log`` / ``max_log_lines`` for the operators (which provide the attributes below), on top of
-    how they record outcomes (:class:`~airflow_provider_sm_prefs.recording.CapacityRecording`).
+class JobLogPrinter:
+    """Writes an ended job's log lines into the task log.
 
     :meth:`outcome_with_logs` stands in for ``CapacityEvent.outcome_or_raise`` where a wait's event is
     read: it prints the job's logs first when the job has ended.
 
+    :param job_kind: the kind of the jobs whose logs are read.
+    :param logs_hook: makes the CloudWatch Logs hook, the first time logs are read.
     :param print_log: once the job has ended (completed, failed or stopped after it started), write its
         CloudWatch log lines into the task log, interleaved by time and prefixed by instance
         (``[algo-2]``); a failure's exception carries the last lines. Read by the worker, never by the
         triggerer; a log read error only warns.
     :param max_log_lines: the most lines written (the last ones); the task log says how many earlier
         lines were cut and links them.
+    :param log: the task's logger.
     """
 
-    job_kind: ClassVar[JobKind]
-    print_log: bool
-    max_log_lines: int
-    log: Any
+    def __init__(
+        self,
+        job_kind: JobKind,
+        logs_hook: Callable[[], SageMakerJobLogsHook],
+        print_log: bool,
+        max_log_lines: int,
+        log: Any,
+    ) -> None:
+        self.job_kind = job_kind
+        self._make_logs_hook = logs_hook
+        self.print_log = print_log
+        self.max_log_lines = max_log_lines
+        self.log = log
 
     @cached_property
     def logs_hook(self) -> SageMakerJobLogsHook:
-        return SageMakerJobLogsHook(**AwsSettings.of(self).hook_kwargs())
+        return self._make_logs_hook()
 
     def outcome_with_logs(self, received: CapacityEvent) -> CapacityOutcome:
         """The event's outcome, or its domain exception with the job's last lines in the message.

@@ -1,7 +1,14 @@
 """Operators: submit a Training or Processing job with an instance preference list, once, and wait.
 
-A little over 500 lines: the constructor documents and stores every argument of both operators; the
-orchestration itself lives in the mixins (submit-once, acceptance windows, guardrails, lineage, logs).
+``execute`` and the methods a deferral resumes in read top to bottom here: the arguments checked, the
+guardrails, submit-once, the stages of acceptance windows, the wait, the outcome and its record. Each
+step is a collaborator called with explicit inputs: :class:`~.guardrails.GuardrailCheck`,
+:class:`~.submission.SubmitOnce`, :class:`~.escalation.Escalation`, :class:`~.logs.JobLogPrinter`,
+:class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` and :func:`~.lineage.operator_lineage`.
+What the try learns on the way is its :class:`~airflow_provider_sm_prefs.recording.TryProgress`; what
+survives the try is its :class:`~airflow_provider_sm_prefs.job_state.JobState`. The module runs over
+500 lines on purpose: the constructor documents and stores every argument of both operators, and the
+orchestration stays in one place.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import marshal
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
@@ -21,6 +28,7 @@ from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
@@ -35,11 +43,11 @@ from airflow_provider_sm_prefs.links import (
     SageMakerPreferenceJobLogsLink,
     job_urls,
 )
-from airflow_provider_sm_prefs.operators.escalation import EscalationMixin
-from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailsMixin
-from airflow_provider_sm_prefs.operators.lineage import LineageMixin
-from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogsMixin
-from airflow_provider_sm_prefs.operators.submission import SubmitOnceMixin
+from airflow_provider_sm_prefs.operators.escalation import Escalation, KeepJob
+from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailCheck, with_guardrails
+from airflow_provider_sm_prefs.operators.lineage import operator_lineage
+from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogPrinter
+from airflow_provider_sm_prefs.operators.submission import SubmitOnce
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.preferences import (
@@ -48,8 +56,10 @@ from airflow_provider_sm_prefs.preferences import (
     InstancePreferenceList,
     build_request,
     check_request,
+    job_level_count,
     to_seconds,
 )
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 from airflow_provider_sm_prefs.triggers.capacity import (
@@ -57,6 +67,9 @@ from airflow_provider_sm_prefs.triggers.capacity import (
     creation_time_of,
 )
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors.base import OperatorLineage
 
 
 async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
@@ -85,9 +98,7 @@ def _windows_in_seconds(value: Any) -> Any:
     return out
 
 
-class SageMakerPreferenceBaseOperator(
-    LineageMixin, SubmitOnceMixin, EscalationMixin, GuardrailsMixin, JobLogsMixin, BaseOperator
-):
+class SageMakerPreferenceBaseOperator(BaseOperator):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -119,12 +130,12 @@ class SageMakerPreferenceBaseOperator(
         a job that leaves Pending at once cannot race Airflow's scheduler (apache/airflow#72716, which
         fails such a task). Adds at most this much to a wait that ends right away; 0 turns it off.
         Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
-    :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogsMixin`).
+    :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogPrinter`).
     :param max_log_lines: the most job lines written (the last ones); the task log says what was cut.
     :param requirements: what every entry must offer (``WorkloadRequirements`` or a dict).
     :param max_hourly_cost: USD per hour for an entry's whole cluster; dearer entries are excluded.
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
-    :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailsMixin`).
+    :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailCheck`).
     :param prices: ``{instance_type: USD per instance-hour}`` used instead of the Price List API.
     :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
     :param region_name: AWS region; kept when deferring.
@@ -165,10 +176,19 @@ class SageMakerPreferenceBaseOperator(
     print_log: bool
     max_log_lines: int
     botocore_config: dict[str, Any] | None
-    _job_name: str | None
+    requirements: Any
+    max_hourly_cost: Any
+    max_cost_increase: Any
+    preflight: Any
+    prices: Any
+    #: What this try learnt so far (job name, list, guardrails, stages, outcome): records and lineage.
+    _progress: TryProgress
+    #: The task instance and its job state, for on_kill.
     _task_context: tuple[Any, JobStateStore]
-    _record_preferences: list[dict[str, Any]]
+    #: The guardrail report the job was submitted with (``GuardrailReport.as_dict()``).
     _guardrails: dict[str, Any] | None
+    #: This try's acceptance windows, once it started.
+    _escalation: Escalation | None
 
     def __init__(
         self,
@@ -202,8 +222,8 @@ class SageMakerPreferenceBaseOperator(
         super().__init__(on_failure_callback=with_job_stop(on_failure_callback), **kwargs)
         # Stored in one step: during __init__, BaseOperator.__setattr__ only looks for a converter (none
         # of these names has one) and records kwargs that apply_defaults overwrites when __init__
-        # returns; XCom references are found afterwards. At ~2 µs per attribute, on every parse of
-        # every task, it was most of what this operator added to a DAG's parse time.
+        # returns; XCom references are found afterwards. Setting them one by one, on every parse of
+        # every task, was most of what this operator added to a DAG's parse time (docs/performance.md).
         vars(self).update(
             config=config,
             instance_preferences=(
@@ -229,10 +249,10 @@ class SageMakerPreferenceBaseOperator(
             print_log=print_log,
             max_log_lines=max_log_lines,
             botocore_config=botocore_config,
-            _job_name=None,
-            _task_context=(None, JobStateStore(None)),  # (ti, its job state) for on_kill
-            _record_preferences=[],
+            _progress=TryProgress(),
+            _task_context=(None, JobStateStore(None)),
             _guardrails=None,
+            _escalation=None,
         )
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
         request = (config, self.instance_preferences, max_pending if isinstance(max_pending, str) else None)
@@ -248,13 +268,15 @@ class SageMakerPreferenceBaseOperator(
         if everything_literal or not has_template(request):
             prefs = check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
         if everything_literal or not has_template(guardrails):
-            self._check_at_parse_time(prefs, config, guardrails)
+            GuardrailCheck(self.job_kind, guardrails, max_pending, self.log).check_at_parse_time(
+                prefs, config
+            )
 
     def _set_xcomargs_dependencies(self) -> None:
         """Airflow's search of the template fields for XComArgs, skipped when they are plain literals.
 
         ``marshal`` takes only trees of exact builtin types, which cannot hold an XComArg; any other
-        value (an ``.output``, a custom type) gets Airflow's full walk. Saves ~10 µs per task per parse.
+        value (an ``.output``, a custom type) gets Airflow's full walk (see docs/performance.md for the cost).
         """
         values = [getattr(self, name, None) for name in self.template_fields]
         try:
@@ -265,6 +287,32 @@ class SageMakerPreferenceBaseOperator(
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
         return AwsSettings.of(self).hook()
+
+    @cached_property
+    def recorder(self) -> CapacityRecorder:
+        """Pushes this task's outcome and record, and records a failed try."""
+        return CapacityRecorder(lambda: self.job_kind.value, lambda: self.hook.conn_region_name, self.log)
+
+    @cached_property
+    def job_logs(self) -> JobLogPrinter:
+        """Prints an ended job's log lines into the task log (``print_log``, ``max_log_lines``)."""
+        return JobLogPrinter(
+            self.job_kind,
+            lambda: SageMakerJobLogsHook(**AwsSettings.of(self).hook_kwargs()),
+            self.print_log,
+            self.max_log_lines,
+            self.log,
+        )
+
+    @cached_property
+    def submit_once(self) -> SubmitOnce:
+        """Decides which job this try runs, and creates it."""
+        return SubmitOnce(self.job_kind, self.hook, self.stop_job_on_kill, self.log)
+
+    def guardrail_check(self) -> GuardrailCheck:
+        """The guardrails of the rendered arguments."""
+        values = tuple(getattr(self, name) for name in GUARDRAIL_FIELDS)
+        return GuardrailCheck(self.job_kind, values, self.max_pending, self.log)
 
     # -- preparation -----------------------------------------------------------------------------------
     def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
@@ -312,73 +360,90 @@ class SageMakerPreferenceBaseOperator(
         return float(deadline) if deadline else None
 
     # -- execution -------------------------------------------------------------------------------------
-    def _job_kind_value(self) -> str:
-        return self.job_kind.value
+    def _begin_try(self, context: Context) -> Escalation:
+        """This try's job state (for on_kill) and acceptance windows; kept when the same process resumes."""
+        store = JobStateStore.of(context)
+        self._task_context = (context.get("ti"), store)
+        if self._escalation is None:
+            self._escalation = Escalation(self.job_kind, self.hook, store, self._progress, self.log)
+        return self._escalation
 
     def execute(self, context: Context) -> dict[str, Any] | None:
-        self._task_context = (context.get("ti"), JobStateStore.of(context))
-        with self.recording_failures(context):
-            return self._submit_and_wait(context)
+        escalation = self._begin_try(context)
+        with self.recorder.failures(context, self._progress):
+            return self._submit_and_wait(context, escalation)
 
-    def _submit_and_wait(self, context: Context) -> dict[str, Any] | None:
+    def _submit_and_wait(self, context: Context, escalation: Escalation) -> dict[str, Any] | None:
+        kind, progress = self.job_kind, self._progress
+        # 1. The rendered arguments, checked: nothing goes to AWS when they are wrong.
+        guardrails = self.guardrail_check()
         try:
             request, prefs, deadline = self.prepare()
-            self._guardrail_settings()
+            guardrails.settings()
         except errors.InvalidInstancePreferencesError as err:
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
-        self._record_preferences = prefs.as_list()
-        kind = self.job_kind
+        progress.preferences = prefs.as_list()
         base_name = self._base_name(context, request)
         self.log.info(
-            "Instance preferences for %s: %s", base_name, prefs.describe(self._job_level_count(request))
+            "Instance preferences for %s: %s", base_name, prefs.describe(job_level_count(kind, request))
         )
 
-        existing = self._reattach_or_name(context, base_name)
-        self._guardrails = self._stored_guardrails(context)
+        # 2. Submit once: this try's job is an earlier try's (reattach, return, next stage) or a new one.
+        store = JobStateStore.of(context)
+        existing = self.submit_once.name_this_try(context, store, base_name, escalation.continues)
+        recorded = store.load()
+        self._guardrails = recorded.guardrails if recorded is not None else None
         if isinstance(existing, CapacityOutcome):
-            self._begin_staging(context, prefs, existing.job_name, None)
-            existing = self._with_stages(self._with_guardrails(existing, self._guardrails))
+            escalation.begin(prefs, existing.job_name, None)
+            existing = escalation.with_stages(with_guardrails(existing, self._guardrails, self.log))
             self.log.info(
                 "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
             )
             self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
-            return self.push_outcome(context, existing, selection=False)
+            return self.recorder.push(context, existing, progress, selection=False)
         job_name, describe = existing
+
+        # 3. The guardrails before Create: no Create call if nothing remains.
         if describe is None:
-            # Guardrails before Create: no Create call if nothing remains.
-            request, prefs, report = self._guard(self._rendered_config(), request, prefs)
+            request, prefs, report = guardrails.guard(
+                self.hook, self._rendered_config(), request, prefs, progress
+            )
             deadline = self._deadline(prefs)
             self._guardrails = report.as_dict()
-            self._store_guardrails(context, self._guardrails)
-        staging = self._begin_staging(context, prefs, job_name, self._total_pending(request))
+            store.update(guardrails=self._guardrails)
+
+        # 4. Acceptance windows: the list goes in stages, each its own job.
+        staging = escalation.begin(prefs, job_name, self._total_pending(request))
         if staging is not None:
             prefs = staging.submitted
             if describe is None:
-                limits = staging.limits(kind, staging.elapsed)
-                return self._submit_stage(context, job_name, limits)
-        self._job_name = job_name
-        request[self._name_field] = job_name
+                return self._submit_stage(context, job_name, staging.limits(kind, staging.elapsed))
+
+        # 5. Create (the name is already recorded), then wait for capacity.
+        progress.job_name = job_name
+        request[kind.spec.name_field] = job_name
         self._persist_links(context, job_name)
         context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
-
         if describe is None:
-            describe = self._create(context, kind, request, prefs, job_name)
+            describe = self._create(context, request, prefs, job_name)
         self._record_arn(context, describe)
         return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
 
+    def _create(
+        self, context: Context, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str
+    ) -> dict[str, Any]:
+        return self.submit_once.create(request, prefs, job_name)
+
     def _submit_stage(self, context: Context, job_name: str, limits: Any) -> dict[str, Any] | None:
         """Create the current stage's job (its name already recorded) and wait for it."""
-        staging = self._staging
-        assert staging is not None
-        kind = self.job_kind
-        request = self._stage_request(self._rendered_config(), limits, job_name)
-        self._job_name = job_name
+        assert self._escalation is not None and self._escalation.staging is not None
+        staging = self._escalation.staging
+        request = self._escalation.stage_request(self._rendered_config(), limits, job_name)
+        self._progress.job_name = job_name
         self._persist_links(context, job_name)
         context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
-        describe = self._create(
-            context, kind, request, staging.current.preferences(staging.submitted), job_name
-        )
+        describe = self._create(context, request, staging.current.preferences(staging.submitted), job_name)
         self._record_arn(context, describe)
         return self._wait(context, WaitFor.CAPACITY, staging.submitted, None)
 
@@ -392,24 +457,15 @@ class SageMakerPreferenceBaseOperator(
 
     def _base_name(self, context: Context, request: Mapping[str, Any]) -> str:
         """The config's job name, or one derived from the task instance when the config gives none."""
-        given = request.get(self._name_field)
+        name_field = self.job_kind.spec.name_field
+        given = request.get(name_field)
         if given:
             return str(given)
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         name = derive_job_name(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
-        self.log.info(
-            "No %s in config: using %s, derived from this task instance and run", self._name_field, name
-        )
+        self.log.info("No %s in config: using %s, derived from this task instance and run", name_field, name)
         return name
-
-    @property
-    def _name_field(self) -> str:
-        return self.job_kind.spec.name_field
-
-    def _job_level_count(self, request: Mapping[str, Any]) -> int | None:
-        count = self.job_kind.spec.cluster_of(request).get("InstanceCount")
-        return int(count) if count is not None else None
 
     def _persist_links(self, context: Context, job_name: str) -> None:
         if not self.do_xcom_push:
@@ -428,6 +484,7 @@ class SageMakerPreferenceBaseOperator(
         SageMakerPreferenceJobLink.persist(context, job_url)
         SageMakerPreferenceJobLogsLink.persist(context, logs_url)
 
+    # -- the wait --------------------------------------------------------------------------------------
     def _trigger(
         self,
         wait_for: WaitFor,
@@ -436,12 +493,14 @@ class SageMakerPreferenceBaseOperator(
         describe: Mapping[str, Any] | None = None,
         deferring: bool = False,
     ) -> SageMakerCapacityTrigger:
-        assert self._job_name is not None
+        job_name = self._progress.job_name
+        assert job_name is not None
         escalate_after = None
-        if self._staging is not None and wait_for is WaitFor.CAPACITY:
-            escalate_after, deadline = self._staging.timers(self.job_kind, describe)
+        staging = self._escalation.staging if self._escalation is not None else None
+        if staging is not None and wait_for is WaitFor.CAPACITY:
+            escalate_after, deadline = staging.timers(self.job_kind, describe)
         return SageMakerCapacityTrigger(
-            job_name=self._job_name,
+            job_name=job_name,
             creation_time=creation_time_of(describe),
             escalate_after_seconds=escalate_after,
             job_kind=self.job_kind.value,
@@ -463,22 +522,24 @@ class SageMakerPreferenceBaseOperator(
     def _wait(
         self, context: Context, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
     ) -> dict[str, Any] | None:
-        assert self._job_name is not None
+        """Wait in the triggerer (deferrable) or run the same trigger here; then resume with its event."""
+        job_name = self._progress.job_name
+        assert job_name is not None and self._escalation is not None
         method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
-        staging = self._staging
+        staging = self._escalation.staging
         if not self.deferrable:
             describe = None
             if staging is not None and wait_for is WaitFor.CAPACITY:
-                describe = self.hook.describe_job(self.job_kind, self._job_name)
-                self._note_origin(context, describe)
+                describe = self.hook.describe_job(self.job_kind, job_name)
+                self._escalation.note_origin(describe)
             event = asyncio.run(_first_event(self._trigger(wait_for, prefs, deadline, describe)))
         else:
             # Look before deferring: a reattached or fast job may already be past the wait, and then
             # this look is the answer. Otherwise the trigger starts from it (CreationTime) instead of
             # Describing the job again.
             kind = self.job_kind
-            describe = self.hook.describe_job(kind, self._job_name)
-            self._note_origin(context, describe)
+            describe = self.hook.describe_job(kind, job_name)
+            self._escalation.note_origin(describe)
             phase = phase_of(kind, describe) if describe is not None else None
             if describe is None or phase is None or not is_done(phase, wait_for):
                 self.defer(
@@ -499,6 +560,7 @@ class SageMakerPreferenceBaseOperator(
         )
         return result
 
+    # -- after the wait --------------------------------------------------------------------------------
     def execute_complete(
         self,
         context: Context,
@@ -508,32 +570,42 @@ class SageMakerPreferenceBaseOperator(
         guardrails: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked."""
-        self._record_preferences = list(preferences or [])
-        # dag.test() resumes with the event alone: the report is also in the task's state store.
-        self._guardrails = self._guardrails or guardrails or self._stored_guardrails(context)
-        self._task_context = (context.get("ti"), JobStateStore.of(context))
-        with self.recording_failures(context):
-            if self._staging is None:
-                self._staging = self._load_staging(context)
-                self._record_stages = list(self._staging.history) if self._staging else None
-            received = CapacityEvent.from_payload(event, self._job_name or "?")
-            if self._handles(received):
-                self._job_name = received.job_name
+        progress = self._progress
+        progress.preferences = list(preferences or [])
+        escalation = self._begin_try(context)
+        # dag.test() resumes with the event alone: the report is also in the job state.
+        self._guardrails = self._guardrails or guardrails or self._recorded_guardrails(context)
+        with self.recorder.failures(context, progress):
+            if escalation.staging is None:
+                staging = escalation.load()
+                progress.stages = list(staging.history) if staging else None
+            received = CapacityEvent.from_payload(event, progress.job_name or "?")
+            if escalation.handles(received):
+                progress.job_name = received.job_name
                 return self._escalate(context)
             return self._resume_capacity(context, event)
 
+    def _escalate(self, context: Context) -> dict[str, Any] | None:
+        """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""
+        assert self._escalation is not None and self._progress.job_name is not None
+        step = self._escalation.escalate(self._progress.job_name)
+        if isinstance(step, KeepJob):
+            return self._resume_capacity(context, step.event)
+        return self._submit_stage(context, step.job_name, step.limits)
+
     def _resume_capacity(self, context: Context, event: dict[str, Any] | None) -> dict[str, Any] | None:
         """The end of the capacity wait: push the outcome; then wait for completion if asked."""
-        guardrails = self._guardrails
-        preferences = self._staging.submitted.as_list() if self._staging else self._record_preferences
-        received = CapacityEvent.from_payload(event, self._job_name or "?")
-        if self._staging is not None and received.status is not EventStatus.SUCCESS:
-            self._record_stages = [*self._staging.history, self._failed_stage(received)]
-        outcome = self.outcome_with_logs(received)
-        self._job_name = outcome.job_name
-        outcome = self._with_stages(self._with_guardrails(outcome, guardrails))
+        assert self._escalation is not None
+        progress, staging = self._progress, self._escalation.staging
+        preferences = staging.submitted.as_list() if staging else progress.preferences
+        received = CapacityEvent.from_payload(event, progress.job_name or "?")
+        if staging is not None and received.status is not EventStatus.SUCCESS:
+            progress.stages = [*staging.history, self._escalation.failed_stage(received)]
+        outcome = self.job_logs.outcome_with_logs(received)
+        progress.job_name = outcome.job_name
+        outcome = self._escalation.with_stages(with_guardrails(outcome, self._guardrails, self.log))
         self.log.info("Capacity acquired: %s", outcome.summary())
-        result = self.push_outcome(context, outcome)
+        result = self.recorder.push(context, outcome, progress)
         if self.wait_for_completion and not received.job_ended:
             prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
             return self._wait(context, WaitFor.COMPLETION, prefs, None)
@@ -548,17 +620,26 @@ class SageMakerPreferenceBaseOperator(
         guardrails: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Resume after the job ended."""
-        self._record_preferences = list(preferences or [])
-        self._guardrails = guardrails = guardrails or self._stored_guardrails(context)
-        self._task_context = (context.get("ti"), JobStateStore.of(context))
-        with self.recording_failures(context):
-            if self._staging is None:
-                self._staging = self._load_staging(context)
-            outcome = self.outcome_with_logs(CapacityEvent.from_payload(event, self._job_name or "?"))
+        progress = self._progress
+        progress.preferences = list(preferences or [])
+        escalation = self._begin_try(context)
+        self._guardrails = guardrails = guardrails or self._recorded_guardrails(context)
+        with self.recorder.failures(context, progress):
+            if escalation.staging is None:
+                escalation.load()
+            outcome = self.job_logs.outcome_with_logs(
+                CapacityEvent.from_payload(event, progress.job_name or "?")
+            )
             report = GuardrailReport.from_dict(guardrails)
-            outcome = self._with_stages(report.apply(outcome) if report else outcome)
+            outcome = escalation.with_stages(report.apply(outcome) if report else outcome)
             self.log.info("Job finished: %s", outcome.summary())
-            return self.push_outcome(context, outcome, selection=False)
+            return self.recorder.push(context, outcome, progress, selection=False)
+
+    @staticmethod
+    def _recorded_guardrails(context: Context) -> dict[str, Any] | None:
+        """The guardrail report an earlier try of this task submitted its job with."""
+        state = JobStateStore.of(context).load()
+        return state.guardrails if state is not None else None
 
     def on_kill(self) -> None:
         """The task process was told to stop: stop the SageMaker job with it, unless the task goes on.
@@ -566,7 +647,8 @@ class SageMakerPreferenceBaseOperator(
         A user's mark or clear ends the task; a scheduler's orphan reset or a retry does not: then the
         next try reattaches to the job (see :mod:`airflow_provider_sm_prefs.task_state`).
         """
-        if not (self.stop_job_on_kill and self._job_name):
+        job_name = self._progress.job_name
+        if not (self.stop_job_on_kill and job_name):
             return
         ti, store = self._task_context
         state = current_state(ti)
@@ -577,10 +659,34 @@ class SageMakerPreferenceBaseOperator(
                 "which reattaches to it",
                 mine,
                 state,
-                self._job_name,
+                job_name,
             )
             return
-        self.hook.stop_job(self.job_kind, self._job_name)
+        self.hook.stop_job(self.job_kind, job_name)
+
+    # -- OpenLineage -----------------------------------------------------------------------------------
+    def _lineage(self, *, finished: bool) -> OperatorLineage[Any, Any]:
+        return operator_lineage(
+            self.job_kind,
+            self._rendered_config,
+            self.instance_preferences,
+            self.max_pending,
+            self._progress,
+            finished=finished,
+        )
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
+        """The request's S3 inputs and outputs, and the preference list (nothing selected yet)."""
+        return self._lineage(finished=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
+        """As on start, with the outcome: the selected entry, its rank, the wait, costs; for a completed
+        training job the model artifact SageMaker reports instead of the output prefix."""
+        return self._lineage(finished=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage[Any, Any]:
+        """As on complete: the outcome when SageMaker had selected an entry before the task failed."""
+        return self._lineage(finished=True)
 
 
 def _taken_over(store: JobStateStore, try_number: Any) -> bool:

@@ -11,8 +11,8 @@ but never submits a new job; it ends as the lost try would have.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
@@ -49,27 +49,39 @@ def beyond_retries(context: Context) -> bool:
     return try_number is not None and max_tries is not None and try_number > max_tries + 1
 
 
-class SubmitOnceMixin:
-    """Mixin of the operators (which provide ``hook``, ``log``, ``job_kind`` and ``stop_job_on_kill``)."""
+#: Whether an ended job of an earlier try is a stage its escalation goes on from (``Escalation.continues``).
+ContinuesEscalation = Callable[[JobState, Mapping[str, Any]], bool]
 
-    job_kind: ClassVar[JobKind]
-    hook: Any  # SageMakerPreferenceHook, built lazily by the operator
-    log: Any
-    stop_job_on_kill: bool
 
-    @property
-    def _name_field(self) -> str:
-        return self.job_kind.spec.name_field
+class SubmitOnce:
+    """The task's side of submit-once: which job this try runs, and its Create.
 
-    def _reattach_or_name(
-        self, context: Context, base_name: str
+    :param job_kind: the kind of job.
+    :param hook: the SageMaker hook of the task.
+    :param stop_job_on_kill: a cleared task stops its still-running job before running again.
+    :param log: the task's logger.
+    """
+
+    def __init__(self, job_kind: JobKind, hook: Any, stop_job_on_kill: bool, log: Any) -> None:
+        self.job_kind = job_kind
+        self.hook = hook
+        self.stop_job_on_kill = stop_job_on_kill
+        self.log = log
+
+    def name_this_try(
+        self,
+        context: Context,
+        store: JobStateStore,
+        base_name: str,
+        continues_escalation: ContinuesEscalation,
     ) -> CapacityOutcome | tuple[str, dict[str, Any] | None]:
-        """Decide the job name for this try, from the state store; reattach where a job already runs.
+        """Decide the job name for this try from the job state; reattach where a job already runs.
 
-        Returns the completed outcome, or ``(name, describe)`` where describe is None if the job
-        must be created.
+        The name is recorded before this returns, so it is known before any Create.
+
+        :returns: the completed outcome, or ``(name, describe)`` where describe is None if the job
+            must be created.
         """
-        store = JobStateStore.of(context)
         state = store.load()
         max_tries = max_tries_of(context)
         submission = 1
@@ -90,7 +102,9 @@ class SubmitOnceMixin:
             else:
                 status = job_status(self.job_kind, describe)
                 if not cleared:
-                    resumed = self._resume_earlier_try(context, state, previous, describe, status)
+                    resumed = self._resume_earlier_try(
+                        context, state, previous, describe, status, continues_escalation
+                    )
                     if resumed is not None:
                         return resumed
                 elif status is JobStatus.IN_PROGRESS:
@@ -123,6 +137,7 @@ class SubmitOnceMixin:
         previous: str,
         describe: dict[str, Any],
         status: JobStatus,
+        continues_escalation: ContinuesEscalation,
     ) -> CapacityOutcome | tuple[str, dict[str, Any]] | None:
         """A retry's (or an orphan reset's) use of the earlier try's job; None: submit the next one."""
         if status is JobStatus.IN_PROGRESS:
@@ -130,8 +145,7 @@ class SubmitOnceMixin:
             return previous, describe
         if status is JobStatus.COMPLETED:
             return outcome_from_describe(self.job_kind, describe, None)
-        # EscalationMixin's; a stub here would shadow it in the operators' MRO.
-        if self._continues_escalation(state, describe):  # type: ignore[attr-defined]
+        if continues_escalation(state, describe):
             self.log.info("Job %s was a stage of this task's escalation; going on to the next", previous)
             return previous, describe
         if beyond_retries(context):
@@ -173,14 +187,9 @@ class SubmitOnceMixin:
                 previous,
             )
 
-    def _create(
-        self,
-        context: Context,
-        kind: JobKind,
-        request: dict[str, Any],
-        prefs: InstancePreferenceList,
-        job_name: str,
-    ) -> dict[str, Any]:
+    def create(self, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str) -> dict[str, Any]:
+        """Create the job (its name already recorded); a job of that name that runs is this task's."""
+        kind = self.job_kind
         try:
             response: dict[str, Any] = self.hook.create_job(kind, request, prefs)
         except ClientError as err:
@@ -195,7 +204,7 @@ class SubmitOnceMixin:
             status = job_status(kind, describe).value if describe else "unknown"
             raise AirflowFailException(
                 f"A SageMaker job named {job_name!r} already exists ({status}) and this task did not create it; "
-                f"leave {self._name_field} out of config (the operator then derives a name unique to each run) "
+                f"leave {kind.spec.name_field} out of config (the operator then derives a name unique to each run) "
                 f"or make it unique per run, e.g. include {{{{ run_id }}}}"
             ) from err
         self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)

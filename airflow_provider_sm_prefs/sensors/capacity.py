@@ -15,14 +15,14 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.events import CapacityEvent, deadline_event, event_from_describe
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, capacity_deadline_error
+from airflow_provider_sm_prefs.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.preferences import to_seconds
-from airflow_provider_sm_prefs.recording import CapacityRecording
-from airflow_provider_sm_prefs.status import WaitFor, client_deadline_passed, is_done, phase_of
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,
@@ -30,7 +30,7 @@ from airflow_provider_sm_prefs.triggers.capacity import (
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 
 
-class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
+class SageMakerCapacitySensor(BaseSensorOperator):
     """Wait for a SageMaker job submitted outside this DAG to get capacity (or to end).
 
     Pushes the same XCom keys as the operators and fails on the same distinct errors (capacity
@@ -83,8 +83,7 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         self.stop_job_on_deadline = stop_job_on_deadline
         self.deferrable = deferrable
         self._last_describe: dict[str, Any] | None = None
-        self._job_name: str | None = None
-        self._record_preferences: list[dict[str, Any]] = []
+        self._progress = TryProgress()
         self.poll_interval = poll_interval
         self.min_defer_seconds = min_defer_seconds
         self.aws_conn_id = aws_conn_id
@@ -106,12 +105,14 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
     def kind(self) -> JobKind:
         return _job_kind(self.job_kind)
 
-    def _job_kind_value(self) -> str:
-        return str(self.job_kind)
+    @cached_property
+    def recorder(self) -> CapacityRecorder:
+        """Pushes the outcome and record of the watched job, and records a failed try."""
+        return CapacityRecorder(lambda: str(self.job_kind), lambda: self.hook.conn_region_name, self.log)
 
     def execute(self, context: Context) -> Any:
-        self._job_name = self.job_name
-        with self.recording_failures(context):
+        self._progress.job_name = self.job_name
+        with self.recorder.failures(context, self._progress):
             return self._watch(context)
 
     def _watch(self, context: Context) -> Any:
@@ -152,29 +153,32 @@ class SageMakerCapacitySensor(CapacityRecording, BaseSensorOperator):
         if is_done(phase, self.wait_for):
             outcome = event_from_describe(kind, self.wait_for, describe, phase, now=now).outcome_or_raise()
             return PokeReturnValue(is_done=True, xcom_value=self._push(context, outcome))
-        waited = client_deadline_passed(phase, describe, now, self.max_pending_seconds)
-        if waited is not None:
+        deadline = deadline_event(
+            kind,
+            self.wait_for,
+            self.job_name,
+            describe,
+            phase,
+            now,
+            self.max_pending_seconds,
+            stopped=self.stop_job_on_deadline,
+        )
+        if deadline is not None:
             if self.stop_job_on_deadline:
                 self.hook.stop_job(kind, self.job_name)
-            raise capacity_deadline_error(
-                self.job_name,
-                describe.get(kind.spec.status_field),
-                float(self.max_pending_seconds or 0),
-                waited,
-                stopped=self.stop_job_on_deadline,
-            )
+            deadline.outcome_or_raise()  # raises its CapacityTimeoutError
         self.log.info("%s: %s, still waiting", self.job_name, phase.value)
         return False
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._job_name = self.job_name
-        with self.recording_failures(context):
+        self._progress.job_name = self.job_name
+        with self.recorder.failures(context, self._progress):
             outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
             return self._push(context, outcome)
 
     def _push(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
         self.log.info("Capacity outcome: %s", outcome.summary())
-        return self.push_outcome(context, outcome)
+        return self.recorder.push(context, outcome, self._progress)
 
 
 _JOB_TYPE_DEPRECATED = "SageMakerCapacitySensor: job_type is deprecated; use job_kind"

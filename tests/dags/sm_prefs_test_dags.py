@@ -69,7 +69,8 @@ class CrashBeforeNextStageTrainingOperator(SageMakerPreferenceTrainingOperator):
     """Dies after stopping a Pending stage and recording the next, before creating it (first try only)."""
 
     def _submit_stage(self, context, job_name, limits):  # type: ignore[no-untyped-def]
-        if context["ti"].try_number == 1 and self._staging is not None and self._staging.stage > 1:
+        staging = self._escalation.staging if self._escalation is not None else None
+        if context["ti"].try_number == 1 and staging is not None and staging.stage > 1:
             raise RuntimeError("worker died between two stages")
         return super()._submit_stage(context, job_name, limits)
 

@@ -79,6 +79,6 @@ def test_guardrail_values_rendered_as_text_are_read_back() -> None:
     operator.requirements = "{'accelerator': 'cuda', 'efa': True}"
     operator.max_hourly_cost = "None"
     operator.prices = '{"ml.p4d.24xlarge": 37.69}'
-    guardrails, requirements = operator._guardrail_settings()
+    guardrails, requirements = operator.guardrail_check().settings()
     assert requirements == WorkloadRequirements(accelerator="cuda", efa=True)
     assert guardrails.max_hourly_cost is None and guardrails.prices == {P4D: 37.69}

@@ -175,7 +175,7 @@ def test_a_missing_log_group_warns_and_raises_nothing(
         preflight="off",
     )
     task_log(capfd)
-    assert operator.print_job_logs("never-ran") == []
+    assert operator.job_logs.print_job_logs("never-ran") == []
     assert "log group /aws/sagemaker/ProcessingJobs does not exist" in task_log(capfd)
     assert sm.stats()["operations"]["DescribeLogStreams"] >= 1
 

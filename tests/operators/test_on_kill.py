@@ -54,7 +54,7 @@ def _killed(sm: Any, monkeypatch: pytest.MonkeyPatch, state: Any, owner_try: int
     op = SageMakerPreferenceTrainingOperator(
         task_id="job", config=training_config(InstanceCount=1), instance_preferences=[G5]
     )
-    op._job_name = "nightly"
+    op._progress.job_name = "nightly"
     ti = SimpleNamespace(dag_id="d", task_id="job", run_id="r", map_index=-1, try_number=1)
     record = {"job_name": "nightly", "try_number": owner_try} if owner_try else None
     op._task_context = (ti, JobStateStore(_Store(record)))
@@ -107,6 +107,6 @@ def test_stop_job_on_kill_false_never_stops(sm: Any, monkeypatch: pytest.MonkeyP
         instance_preferences=[G5],
         stop_job_on_kill=False,
     )
-    op._job_name = "nightly"
+    op._progress.job_name = "nightly"
     op.on_kill()
     assert sm.job("nightly")["status"] == "InProgress"

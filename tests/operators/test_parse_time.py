@@ -11,6 +11,7 @@ from airflow.sdk import DAG, BaseOperator
 from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from airflow_provider_sm_prefs.preferences import InstancePreference, check_request
+from airflow_provider_sm_prefs.recording import TryProgress
 
 P4D, G5 = "ml.p4d.24xlarge", "ml.g5.48xlarge"
 CONFIG: dict[str, Any] = {
@@ -61,7 +62,7 @@ def test_literal_arguments_set_no_upstream_and_keep_every_setting() -> None:
     assert train.instance_preferences == [P4D, {"instance_type": G5, "accept_after": 300.0}]
     assert (train.poll_interval, train.print_log, train.wait_for_completion) == (7, False, True)
     assert train.botocore_config == {"retries": {"mode": "adaptive"}}
-    assert train._job_name is None and train._record_preferences == []
+    assert train._progress == TryProgress() and train._escalation is None
 
 
 def test_a_repeated_list_is_checked_each_time_with_its_own_request() -> None:

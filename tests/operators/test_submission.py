@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError
-from airflow_provider_sm_prefs.job_state import STATE_KEY, JobState
+from airflow_provider_sm_prefs.job_state import STATE_KEY, JobState, JobStateStore
 from airflow_provider_sm_prefs.operators.submission import beyond_retries
 from tests.operators.test_dag_runs import training_config
 
@@ -74,6 +74,13 @@ def _operator() -> Any:
     )
 
 
+def _name_this_try(context: dict[str, Any]) -> Any:
+    """What the operator's submit-once decides for try ``context`` of job ``nightly``."""
+    op = _operator()
+    escalation = op._begin_try(context)
+    return op.submit_once.name_this_try(context, JobStateStore.of(context), "nightly", escalation.continues)
+
+
 def _create_and_stop(sm: Any, pending_limit: int) -> None:
     """Job ``nightly`` that never gets capacity; stopped at ``pending_limit`` as a capacity deadline does."""
     from airflow_provider_sm_prefs.preferences import build_request
@@ -106,7 +113,7 @@ def test_a_try_past_the_retries_fails_like_the_lost_try_and_submits_nothing(sm: 
     _create_and_stop(sm, pending_limit=1800)
     context = _try(try_number=2, max_tries=0, recorded_max_tries=0)
     with pytest.raises(CapacityTimeoutError, match="nightly"):
-        _operator()._reattach_or_name(context, "nightly")
+        _name_this_try(context)
     assert [j["name"] for j in sm.jobs()] == ["nightly"]
     assert context["task_state_store"].values[STATE_KEY]["job_name"] == "nightly"
 
@@ -114,7 +121,7 @@ def test_a_try_past_the_retries_fails_like_the_lost_try_and_submits_nothing(sm: 
 def test_a_retry_within_the_retries_still_submits_the_next_job(sm: Any) -> None:
     _create_and_stop(sm, pending_limit=1800)
     context = _try(try_number=2, max_tries=1, recorded_max_tries=1)
-    name, describe = _operator()._reattach_or_name(context, "nightly")
+    name, describe = _name_this_try(context)
     assert (name, describe) == ("nightly-r2", None)
     assert context["task_state_store"].values[STATE_KEY]["submission"] == 2
 
@@ -125,5 +132,5 @@ def test_a_try_past_the_retries_reattaches_to_a_running_job(sm: Any) -> None:
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
     request, _ = build_request("training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], 3600)
     sm.boto3_client("sagemaker").create_training_job(**request)
-    name, describe = _operator()._reattach_or_name(_try(2, 0, 0), "nightly")
+    name, describe = _name_this_try(_try(2, 0, 0))
     assert name == "nightly" and describe is not None and describe["TrainingJobStatus"] == "InProgress"
