@@ -20,14 +20,15 @@ from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.outcome import (
     CapacityOutcome,
+    capacity_deadline_error,
     format_duration,
     outcome_from_describe,
     terminal_error,
 )
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
-from airflow_provider_sm_prefs.status import Phase, WaitFor
+from airflow_provider_sm_prefs.status import Phase, WaitFor, client_deadline_passed
 
-__all__ = ["CapacityEvent", "EventStatus", "event_from_describe"]
+__all__ = ["CapacityEvent", "EventStatus", "deadline_event", "event_from_describe"]
 
 #: The domain exceptions an error event may stand for, by class name (the payload's ``error_type``).
 ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
@@ -170,3 +171,27 @@ def event_from_describe(
     return CapacityEvent.success(
         kind, wait_for, phase, outcome_from_describe(kind, describe, preferences, now=now)
     )
+
+
+def deadline_event(
+    kind: JobKind,
+    wait_for: WaitFor | str,
+    job_name: str,
+    describe: Mapping[str, Any],
+    phase: Phase,
+    now: datetime,
+    deadline_seconds: float | None,
+    stopped: bool,
+) -> CapacityEvent | None:
+    """The event of a client-side ``max_pending`` that passed with no entry selected; None until it has.
+
+    The one deadline rule of every wait: the trigger's (deferred, and the operators' in-worker wait,
+    which runs the trigger) and the sensor's poke. ``stopped``: the waiter stops the job on it.
+    """
+    waited = client_deadline_passed(phase, describe, now, deadline_seconds)
+    if waited is None:
+        return None
+    error = capacity_deadline_error(
+        job_name, describe.get(kind.spec.status_field), deadline_seconds or 0.0, waited, stopped=stopped
+    )
+    return CapacityEvent.failure(kind, wait_for, Phase.STOPPING, error)

@@ -10,13 +10,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_sm_prefs.events import CapacityEvent, event_from_describe
+from airflow_provider_sm_prefs.events import CapacityEvent, deadline_event, event_from_describe
 from airflow_provider_sm_prefs.exceptions import JobFailedError
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import capacity_deadline_error, format_duration
+from airflow_provider_sm_prefs.outcome import format_duration
 from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.status import (
     Phase,
@@ -352,9 +352,21 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self, client: Any, kind: JobKind, describe: dict[str, Any], phase: Phase, now: datetime
     ) -> TriggerEvent | None:
         """The event of a timer that went off while waiting: the client deadline, or the next window."""
-        waited = client_deadline_passed(phase, describe, now, self.deadline_seconds)
-        if waited is not None:
-            return await self._deadline_passed(client, kind, describe, waited)
+        deadline = deadline_event(
+            kind,
+            self.wait_for,
+            self.job_name,
+            describe,
+            phase,
+            now,
+            self.deadline_seconds,
+            stopped=self.stop_on_deadline,
+        )
+        if deadline is not None:
+            if self.stop_on_deadline:
+                await self.hook.stop_job_async(client, kind, self.job_name)
+            self.log.error("Capacity deadline passed for %s: %s", self.job_name, deadline.reason)
+            return self._yield(deadline)
         waited = client_deadline_passed(phase, describe, now, self.escalate_after_seconds)
         if waited is None:
             return None
@@ -397,21 +409,6 @@ class SageMakerCapacityTrigger(BaseTrigger):
     @staticmethod
     def _yield(event: CapacityEvent) -> TriggerEvent:
         return TriggerEvent(event.as_payload())  # type: ignore[no-untyped-call]
-
-    async def _deadline_passed(
-        self, client: Any, kind: JobKind, describe: dict[str, Any], waited: float
-    ) -> TriggerEvent:
-        if self.stop_on_deadline:
-            await self.hook.stop_job_async(client, kind, self.job_name)
-        error = capacity_deadline_error(
-            self.job_name,
-            describe.get(kind.spec.status_field),
-            self.deadline_seconds or 0.0,
-            waited,
-            stopped=self.stop_on_deadline,
-        )
-        self.log.error("Capacity deadline passed for %s: %s", self.job_name, error.reason)
-        return self._yield(CapacityEvent.failure(kind, self.wait_for, Phase.STOPPING, error))
 
     def _progress(
         self,
