@@ -47,7 +47,7 @@ class RecordCache:
 
     An XCom value is never changed in place: a push under the same key replaces the row, with a new
     timestamp, so a row's key in the cache always stands for what the database holds. A record takes
-    about 2.3 KB. Thread-safe (the api-server runs the routes in a thread pool).
+    a few KB. Thread-safe (the api-server runs the routes in a thread pool).
     """
 
     def __init__(self, size: int) -> None:
@@ -79,7 +79,7 @@ class RecordCache:
             self._records.clear()
 
 
-#: The api-server process's cache: 20,000 records, about 45 MB at most.
+#: The api-server process's cache: at most 20,000 records, a few KB each.
 RECORDS = RecordCache(20_000)
 
 
