@@ -29,10 +29,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_provider_sm_prefs.job_state import JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import XComKey
-from airflow_provider_sm_prefs.status import JobStatus, job_status
+from airflow_provider_sm_prefs.domain.job_state import JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import XComKey
+from airflow_provider_sm_prefs.domain.status import JobStatus, job_status
 
 log = logging.getLogger(__name__)
 

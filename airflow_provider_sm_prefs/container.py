@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_sm_prefs import catalog
-from airflow_provider_sm_prefs.catalog import AcceleratorRuntime
-from airflow_provider_sm_prefs.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.domain import catalog
+from airflow_provider_sm_prefs.domain.catalog import AcceleratorRuntime
+from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
 
 __all__ = [
     "DEFAULT_MASTER_PORT",
@@ -55,7 +55,14 @@ RESOURCE_CONFIG_PATH = "/opt/ml/input/config/resourceconfig.json"
 #: The rendezvous port SageMaker's own launchers use (the training toolkit's ``SM_MASTER_PORT``).
 DEFAULT_MASTER_PORT = 7777
 #: What a training image needs of this package for this module, relative to the package directory.
-VENDORED_FILES = ("__init__.py", "container.py", "catalog.py", "exceptions.py", catalog.DATA_RESOURCE)
+VENDORED_FILES = (
+    "__init__.py",
+    "container.py",
+    "domain/__init__.py",
+    "domain/catalog.py",
+    "domain/exceptions.py",
+    catalog.DATA_RESOURCE,
+)
 
 #: One process per logical NeuronCore. Trainium: 2 NeuronCores per device. Trainium2: 8 physical
 #: NeuronCores per device, grouped by NEURON_LOGICAL_NC_CONFIG (default 2) into 4 logical ones

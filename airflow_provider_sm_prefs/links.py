@@ -23,7 +23,7 @@ from airflow.providers.amazon.aws.links.base_aws import BASE_AWS_CONSOLE_LINK, B
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.execution_time.xcom import XCom
 
-from airflow_provider_sm_prefs.kinds import JobKind, JobKindSpec
+from airflow_provider_sm_prefs.domain.kinds import JobKind, JobKindSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -53,7 +53,7 @@ def job_urls(
 ) -> tuple[str, str]:
     """The job page and job logs URLs for ``job_name`` of ``job_kind`` (``training``/``processing``).
 
-    The console path and log group of each kind are :class:`~airflow_provider_sm_prefs.kinds.JobKindSpec`'s.
+    The console path and log group of each kind are :class:`~airflow_provider_sm_prefs.domain.kinds.JobKindSpec`'s.
     """
     if not is_aws_endpoint(endpoint_url):
         assert endpoint_url is not None

@@ -1,6 +1,6 @@
 """Capacity metrics through Airflow's own metrics layer (StatsD, Datadog or OpenTelemetry, as configured).
 
-Emitted by the task process once per try, from its :class:`~airflow_provider_sm_prefs.record.CapacityRecord`:
+Emitted by the task process once per try, from its :class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord`:
 
 ========================================  =======  =====================================================
 name                                      type     when
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from airflow_provider_sm_prefs.record import CapacityRecord, FailureKind
+from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""How the operators and the sensor leave their :class:`~airflow_provider_sm_prefs.record.CapacityRecord`.
+"""How the operators and the sensor leave their :class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord`.
 
 :class:`CapacityRecorder` serves both: :meth:`~CapacityRecorder.push` pushes the outcome's XCom keys and
 the record (and sends the capacity metrics, :mod:`.metrics`); :meth:`~CapacityRecorder.failures` wraps a
@@ -18,9 +18,9 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_sm_prefs import metrics
-from airflow_provider_sm_prefs.exceptions import SageMakerPreferencesError
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
+from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
 
 __all__ = ["CapacityRecorder", "TryProgress"]
 

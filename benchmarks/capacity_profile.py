@@ -38,9 +38,9 @@ from airflow.utils.session import create_session
 from sqlalchemy import Text, cast, select, text
 from sqlalchemy.orm import Session
 
+from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin import query
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, summarize
-from airflow_provider_sm_prefs.record import CapacityRecord
 
 T = TypeVar("T")
 #: The record fields the aggregation reads (everything but the list, ARN, reason and job timestamps).

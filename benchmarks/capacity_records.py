@@ -1,7 +1,7 @@
 """Capacity records for the capacity page benchmark: what N task tries over 60 days would have left (pure).
 
 :func:`plan_runs` lays out DAG runs and their task instances, each with the
-:class:`~airflow_provider_sm_prefs.record.CapacityRecord` its try left under ``capacity_outcome``:
+:class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord` its try left under ``capacity_outcome``:
 
 - fleet runs of ``e2e_fleet`` (a training job per mapped task, ``width`` map indexes each) make up
   about 90 % of the records;
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.preferences import InstancePreference
+from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind
 from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name
-from airflow_provider_sm_prefs.preferences import InstancePreference
-from airflow_provider_sm_prefs.record import CapacityRecord, FailureKind
 
 FLEET_DAG, FLEET_TASK = "e2e_fleet", "job"
 REGION = "us-east-1"

@@ -29,7 +29,7 @@ from airflow.utils.session import create_session
 from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
-from airflow_provider_sm_prefs.record import RECORD_KEY
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY
 
 RUNS, TIS, XCOMS = DagRun.__table__, TaskInstance.__table__, XComModel.__table__
 CHUNK = 2000

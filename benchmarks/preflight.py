@@ -5,7 +5,7 @@
 One offline SageMaker serves Service Quotas, DescribeTrainingPlan and the Price List API from a
 scenario. Each task is what an operator does in ``execute`` before Create: a fresh hook (as a new task
 process builds), the look-ups (:meth:`SageMakerPreferenceHook.preflight_facts`) and the decision
-(:func:`airflow_provider_sm_prefs.guardrails.evaluate`) for a three-entry training list whose first entry
+(:func:`airflow_provider_sm_prefs.domain.guardrails.evaluate`) for a three-entry training list whose first entry
 is backed by a training plan. Airflow 3 runs every task in a process of its own, so before each task the
 in-memory cache is emptied: only the shared cache directory carries answers from one task to the next.
 
@@ -44,7 +44,7 @@ LIST = [
 
 def _one_task(kind: Any, prefs: Any, guardrails: Any) -> float:
     """One task's guardrails, timed: new hook (its SageMaker client exists for Create anyway), look-ups, decision."""
-    from airflow_provider_sm_prefs.guardrails import evaluate
+    from airflow_provider_sm_prefs.domain.guardrails import evaluate
     from airflow_provider_sm_prefs.hooks import preflight
     from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 
@@ -60,10 +60,10 @@ def _one_task(kind: Any, prefs: Any, guardrails: Any) -> float:
 
 
 def measure(server: Any, tasks: int, warm: bool) -> dict[str, Any]:
-    from airflow_provider_sm_prefs.guardrails import Guardrails
+    from airflow_provider_sm_prefs.domain.guardrails import Guardrails
+    from airflow_provider_sm_prefs.domain.kinds import JobKind
+    from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
     from airflow_provider_sm_prefs.hooks.preflight import clear_cache
-    from airflow_provider_sm_prefs.kinds import JobKind
-    from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 
     prefs = InstancePreferenceList(LIST, "training")
     guardrails = Guardrails(max_hourly_cost=200.0)

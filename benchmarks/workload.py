@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request
 
 #: The ordered list every benchmark job is submitted with; only the second entry ever gets capacity.
 PREFERENCES: list[dict[str, Any]] = [

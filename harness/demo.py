@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_sm_prefs.outcome import format_duration
+from airflow_provider_sm_prefs.domain.outcome import format_duration
 from airflow_provider_sm_prefs.testing import RemoteSageMaker
 from harness.config import free_port, venv_bin
 

@@ -127,7 +127,7 @@ def capacity_record(airflow_db: None) -> Callable[..., dict[str, Any] | None]:
         from airflow.utils.session import create_session
         from sqlalchemy import select
 
-        from airflow_provider_sm_prefs.record import RECORD_KEY
+        from airflow_provider_sm_prefs.domain.record import RECORD_KEY
 
         with create_session() as session:
             run_id = session.scalar(

@@ -10,8 +10,8 @@ from importlib import resources
 
 import pytest
 
-from airflow_provider_sm_prefs import catalog
-from airflow_provider_sm_prefs.catalog import (
+from airflow_provider_sm_prefs.domain import catalog
+from airflow_provider_sm_prefs.domain.catalog import (
     AcceleratorTotals,
     InstanceSpec,
     UnknownInstanceTypeError,
@@ -20,7 +20,7 @@ from airflow_provider_sm_prefs.catalog import (
     lookup,
     totals,
 )
-from airflow_provider_sm_prefs.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
 
 ALL_SPECS = [lookup(t) for t in sorted(known_types())]
 X = "\N{MULTIPLICATION SIGN}"  # the sign describe() writes between count and type
@@ -317,7 +317,7 @@ def test_lookup_of_a_non_string_raises_unknown_instance_type(bad: object) -> Non
 def test_module_imports_neither_airflow_nor_boto() -> None:
     code = (
         "import sys\n"
-        "from airflow_provider_sm_prefs import catalog\n"
+        "from airflow_provider_sm_prefs.domain import catalog\n"
         "catalog.totals('ml.g5.48xlarge', 2)\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'airflow', 'boto3', 'botocore', 'aiobotocore'})\n"

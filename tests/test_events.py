@@ -7,10 +7,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.events import ERROR_TYPES, CapacityEvent, EventStatus, event_from_describe
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.status import Phase, WaitFor
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.events import (
+    ERROR_TYPES,
+    CapacityEvent,
+    EventStatus,
+    event_from_describe,
+)
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.status import Phase, WaitFor
 
 PREFS = [
     {"InstanceType": "ml.g6.48xlarge", "InstanceCount": 2},

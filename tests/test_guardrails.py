@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError, PreflightError
-from airflow_provider_sm_prefs.guardrails import (
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError, PreflightError
+from airflow_provider_sm_prefs.domain.guardrails import (
     Facts,
     GuardrailReport,
     Guardrails,
@@ -16,8 +16,8 @@ from airflow_provider_sm_prefs.guardrails import (
     Preflight,
     evaluate,
 )
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 
 P5, P4D, G5 = "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge"
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"

@@ -18,8 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
-from airflow_provider_sm_prefs.preferences import build_request, check_request, to_seconds
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import build_request, check_request, to_seconds
 from airflow_provider_sm_prefs.testing import jobs
 from airflow_provider_sm_prefs.testing.exceptions import ValidationError
 from airflow_provider_sm_prefs.testing.rules import training_job_spec, validate_shape

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.preflight import clear_cache
-from airflow_provider_sm_prefs.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.testing.operations import SERVICE_OF
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.guardrails import GuardrailReport
-from airflow_provider_sm_prefs.job_state import STATE_KEY, STATE_VERSION, JobState, JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, STATE_VERSION, JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.operators.escalation import Escalation, Staging
 from airflow_provider_sm_prefs.recording import TryProgress
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from airflow_provider_sm_prefs.kinds import SPECS, JobKind, kind_of
+from airflow_provider_sm_prefs.domain.kinds import SPECS, JobKind, kind_of
 
 
 @pytest.fixture(scope="module")

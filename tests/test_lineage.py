@@ -10,8 +10,8 @@ import attrs
 import jsonschema
 import pytest
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.lineage import (
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.lineage import (
     SCHEMA_RESOURCE,
     S3Location,
     capacity_facet_fields,
@@ -19,7 +19,7 @@ from airflow_provider_sm_prefs.lineage import (
     job_outputs,
     s3_location,
 )
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 
 PREFS = [
     {"instance_type": "ml.g6.48xlarge", "instance_count": 2, "training_plan_arn": None},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.links import (
     SageMakerPreferenceJobLink,
     SageMakerPreferenceJobLogsLink,

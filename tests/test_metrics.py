@@ -15,9 +15,9 @@ from airflow.sdk.observability import stats
 from airflow.sdk.observability.metrics import stats_utils
 
 from airflow_provider_sm_prefs import metrics
-from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError, QuotaExceededError
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.record import CapacityRecord, TaskInstanceRef
+from airflow_provider_sm_prefs.domain.exceptions import CapacityTimeoutError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.record import CapacityRecord, TaskInstanceRef
 
 # What the task runner does at start-up with the [metrics] configuration.
 stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import (
+from airflow_provider_sm_prefs.domain.exceptions import (
     CapacityTimeoutError,
     CapacityUnavailableError,
     JobFailedError,
     JobStoppedError,
 )
-from airflow_provider_sm_prefs.outcome import (
+from airflow_provider_sm_prefs.domain.outcome import (
     CapacityOutcome,
     XComKey,
     format_duration,
@@ -22,8 +22,8 @@ from airflow_provider_sm_prefs.outcome import (
     pending_seconds,
     terminal_error,
 )
-from airflow_provider_sm_prefs.preferences import JobKind
-from airflow_provider_sm_prefs.status import Phase, phase_of
+from airflow_provider_sm_prefs.domain.preferences import JobKind
+from airflow_provider_sm_prefs.domain.status import Phase, phase_of
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=timezone.utc)
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly"

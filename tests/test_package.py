@@ -79,6 +79,56 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+DOMAIN = f"{NAME}.domain"
+DOMAIN_MODULES = sorted(m for m in MODULES if m == DOMAIN or m.startswith(f"{DOMAIN}."))
+
+
+def foreign_imports(source: str, package: str) -> list[str]:
+    """What code of ``package`` imports beyond the standard library and the domain (lazy imports too)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from pkg import name``: what is imported is pkg.name, a module or something of pkg's.
+            names = [f"{base}.{alias.name}" for alias in node.names] if base == NAME else [base]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            inside = name == DOMAIN or name.startswith(f"{DOMAIN}.")
+            if (top == NAME and not inside) or (top != NAME and top not in sys.stdlib_module_names):
+                found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("name", DOMAIN_MODULES)
+def test_the_domain_imports_nothing_but_itself_and_the_standard_library(name: str) -> None:
+    # No Airflow, botocore, boto3 or aiobotocore, and none of the glue around the domain.
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    assert foreign_imports(path.read_text(encoding="utf-8"), package) == []
+
+
+def test_the_domain_check_finds_airflow_boto_and_glue_imports() -> None:
+    source = (
+        "import json\n"
+        "from botocore.exceptions import ClientError\n"
+        "def later():\n    from airflow.sdk import BaseOperator\n"
+        f"from {NAME}.hooks import sagemaker\n"
+        "from . import preferences\n"
+        "from .. import links\n"
+    )
+    assert sorted(foreign_imports(source, DOMAIN)) == sorted(
+        ["botocore.exceptions", "airflow.sdk", f"{NAME}.hooks", f"{NAME}.links"]
+    )
+    assert len(DOMAIN_MODULES) >= 15
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_modules_stay_readable_or_say_why_not(name: str) -> None:
     path = MODULES[name]
@@ -172,3 +222,16 @@ def test_the_wheel_installs_with_only_its_dependencies_and_imports_every_module(
     assert result.returncode == 0, result.stderr[-3000:]
     # The emulator's dependencies come only with the extra.
     assert f"moto {bool(extra)}" in result.stdout
+
+
+EARLIER_PATHS = ["catalog", "events", "exceptions", "guardrails", "kinds", "outcome", "preferences"]
+EARLIER_PATHS += ["record", "requirements", "status"]
+
+
+@pytest.mark.parametrize("name", EARLIER_PATHS)
+def test_the_import_paths_of_earlier_releases_are_the_domain_modules_themselves(name: str) -> None:
+    import importlib
+
+    # The same module object: a class imported through either path is the same class (isinstance,
+    # except clauses and pickles agree), and private names resolve too.
+    assert importlib.import_module(f"{NAME}.{name}") is importlib.import_module(f"{DOMAIN}.{name}")

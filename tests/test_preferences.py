@@ -17,9 +17,9 @@ from botocore.validate import ParamValidator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_sm_prefs import service_model
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
-from airflow_provider_sm_prefs.preferences import (
+from airflow_provider_sm_prefs.domain import service_model
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import (
     InstancePreference,
     InstancePreferenceList,
     JobKind,
@@ -520,7 +520,7 @@ def test_check_request_gives_each_call_its_own_problems() -> None:
 def test_checking_a_valid_list_does_not_read_botocore_service_model() -> None:
     """The model (~1 MB of gzip'd JSON) would cost every DAG-parsing process tens of milliseconds."""
     code = (
-        "from airflow_provider_sm_prefs import preferences, service_model\n"
+        "from airflow_provider_sm_prefs.domain import preferences, service_model\n"
         "config = {'ResourceConfig': {'InstanceCount': 1}}\n"
         "preferences.check_request('training', config, ['ml.g6e.48xlarge', 'ml.p4d.24xlarge'], 3600)\n"
         "preferences.build_request('processing', {}, [{'instance_type': 'ml.m5.xlarge', 'instance_count': 2}])\n"
@@ -613,7 +613,7 @@ def test_to_seconds_rejects_nonsense(value: Any) -> None:
 
 def test_module_imports_neither_airflow_nor_boto() -> None:
     code = (
-        "import sys; import airflow_provider_sm_prefs.preferences, airflow_provider_sm_prefs.outcome; "
+        "import sys; import airflow_provider_sm_prefs.domain.preferences, airflow_provider_sm_prefs.domain.outcome; "
         "bad=[m for m in sys.modules if m.split('.')[0] in ('airflow','boto3','botocore','aiobotocore')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.record import RECORD_VERSION, CapacityRecord, FailureKind, TaskInstanceRef
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.record import (
+    RECORD_VERSION,
+    CapacityRecord,
+    FailureKind,
+    TaskInstanceRef,
+)
 
 TI = TaskInstanceRef("nightly", "train", "manual__2026-11-30", map_index=3, try_number=2)
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, WorkloadRequirements
-from airflow_provider_sm_prefs.requirements import mixed_runtimes
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, WorkloadRequirements
+from airflow_provider_sm_prefs.domain.requirements import mixed_runtimes
 
 P4D, G5, TRN1, M5 = "ml.p4d.24xlarge", "ml.g5.48xlarge", "ml.trn1.32xlarge", "ml.m5.xlarge"
 

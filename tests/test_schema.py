@@ -21,11 +21,11 @@ import attrs
 import jsonschema
 import pytest
 
-from airflow_provider_sm_prefs import lineage, schema
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
+from airflow_provider_sm_prefs.domain import lineage, schema
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
+from airflow_provider_sm_prefs.domain.record import RECORD_VERSION, CapacityRecord, TaskInstanceRef
 from airflow_provider_sm_prefs.plugin.stats import JOB_FIELDS, Entry, Filters, summarize
-from airflow_provider_sm_prefs.record import RECORD_VERSION, CapacityRecord, TaskInstanceRef
 
 TI = TaskInstanceRef("nightly", "train", "scheduled__2026-11-30", map_index=-1, try_number=1)
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -130,7 +130,7 @@ def test_the_shipped_facet_schema_is_the_one_the_declaration_writes() -> None:
     text = resources.files("airflow_provider_sm_prefs").joinpath(lineage.SCHEMA_RESOURCE).read_text("utf-8")
     assert text == lineage.facet_schema_text(), (
         "the facet's JSON Schema is out of date; write it with: "
-        "python -c \"from airflow_provider_sm_prefs import lineage; print(lineage.facet_schema_text(), end='')\" "
+        "python -c \"from airflow_provider_sm_prefs.domain import lineage; print(lineage.facet_schema_text(), end='')\" "
         f"> airflow_provider_sm_prefs/{lineage.SCHEMA_RESOURCE}"
     )
 

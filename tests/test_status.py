@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.status import (
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.status import (
     Phase,
     WaitFor,
     client_deadline_passed,

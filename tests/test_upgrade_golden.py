@@ -19,13 +19,13 @@ from typing import Any
 
 from airflow.sdk.module_loading import import_string
 
-from airflow_provider_sm_prefs.events import CapacityEvent
-from airflow_provider_sm_prefs.guardrails import GuardrailReport
-from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.domain.events import CapacityEvent
+from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.operators.escalation import Escalation
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.record import CapacityRecord
 from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger

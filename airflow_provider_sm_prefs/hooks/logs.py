@@ -19,8 +19,8 @@ from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.hooks.retry import retry_sync
-from airflow_provider_sm_prefs.kinds import JobKind
 
 __all__ = ["JobLogLine", "JobLogs", "SageMakerJobLogsHook", "host_of"]
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.guardrails import Facts, PlanFacts, quota_name
+from airflow_provider_sm_prefs.domain.guardrails import Facts, PlanFacts, quota_name
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.hooks.cache import TtlCache, default_directory
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, retry_sync
-from airflow_provider_sm_prefs.kinds import JobKind
 
 __all__ = ["PRICE_TTL", "QUOTA_TTL", "PreflightLookups", "TtlCache", "clear_cache"]
 

@@ -4,14 +4,14 @@ The hook makes the calls about one job: Create, Describe and Stop for the operat
 failure callback, and the trigger's Describe and Stop (async, on a client the trigger passes in);
 through :class:`~.preflight.PreflightLookups` also the guardrails' look-ups (Service Quotas, Pricing,
 DescribeTrainingPlan). Callers build it from their :class:`AwsSettings` and never spell operation or
-field names themselves (those come from :mod:`airflow_provider_sm_prefs.kinds`).
+field names themselves (those come from :mod:`airflow_provider_sm_prefs.domain.kinds`).
 
 Three places call AWS without it, each for calls that are about no single job:
 
 * the shared List loop (:mod:`airflow_provider_sm_prefs.triggers.watcher`) pages ListTrainingJobs or
   ListProcessingJobs on the client the triggers of a process share (:mod:`.pool`). A pass serves every
   waiting trigger of the process and outlives any one of them; its windows and paging are the loop's
-  own logic. The operation and field names still come from :mod:`~airflow_provider_sm_prefs.kinds`;
+  own logic. The operation and field names still come from :mod:`~airflow_provider_sm_prefs.domain.kinds`;
 * event mode's consumer (:mod:`airflow_provider_sm_prefs.triggers.eventbridge_queue`) receives, deletes and
   sends SQS messages on an SQS client of the same connection (opened in
   :mod:`airflow_provider_sm_prefs.triggers.eventbridge_mode`): another service, one long-poll per process;
@@ -31,7 +31,9 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.preflight import PreflightLookups
 from airflow_provider_sm_prefs.hooks.retry import (
@@ -42,8 +44,6 @@ from airflow_provider_sm_prefs.hooks.retry import (
     retry_async,
     retry_sync,
 )
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 
 __all__ = [
     "AwsSettings",

@@ -1,6 +1,6 @@
 """The operators' side of acceptance windows: submit in stages, stop a still-Pending stage, go on.
 
-The stages themselves are decided in :mod:`airflow_provider_sm_prefs.escalation`; :class:`Escalation` keeps
+The stages themselves are decided in :mod:`airflow_provider_sm_prefs.domain.escalation`; :class:`Escalation` keeps
 their state in the task state store (next to the submit-once record), so a retry, a worker kill or a
 triggerer restart continues the current stage and never runs two stages' jobs at once.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.escalation import (
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.escalation import (
     Stage,
     StageEnd,
     StageLimits,
@@ -25,19 +25,19 @@ from airflow_provider_sm_prefs.escalation import (
     stage_records,
     stage_suffix,
 )
-from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
-from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
-from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import (
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus, event_from_describe
+from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import (
     CapacityOutcome,
     format_duration,
     pending_seconds,
     terminal_error,
 )
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList, build_request, without_list
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request, without_list
+from airflow_provider_sm_prefs.domain.status import Phase, WaitFor, as_datetime, phase_of, selected
+from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
 from airflow_provider_sm_prefs.recording import TryProgress
-from airflow_provider_sm_prefs.status import Phase, WaitFor, as_datetime, phase_of, selected
 
 #: Longest the task waits, after stopping a Pending stage, for SageMaker to report it Stopped before
 #: submitting the next one (a Pending job holds no instances; this only keeps the order of events clean).

@@ -1,6 +1,6 @@
 """The operators' guardrails before submit: workload requirements, preflight, price caps (orchestration).
 
-The decisions are pure (:mod:`airflow_provider_sm_prefs.guardrails`, :mod:`airflow_provider_sm_prefs.requirements`);
+The decisions are pure (:mod:`airflow_provider_sm_prefs.domain.guardrails`, :mod:`airflow_provider_sm_prefs.domain.requirements`);
 the look-ups are the hook's (:mod:`airflow_provider_sm_prefs.hooks.preflight`). :class:`GuardrailCheck` validates
 the arguments (literal ones at DAG parse time), runs the checks in ``execute`` before Create*, submits
 what remains as a request re-validated by the preference model, and maps the outcome back to the list as
@@ -17,28 +17,28 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError, PreflightError
-from airflow_provider_sm_prefs.guardrails import (
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError, PreflightError
+from airflow_provider_sm_prefs.domain.guardrails import (
     GuardrailReport,
     Guardrails,
     Preflight,
     evaluate,
 )
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.preferences import (
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.preferences import (
     InstancePreferenceList,
     build_request,
     job_level_count,
     to_seconds,
     without_list,
 )
-from airflow_provider_sm_prefs.recording import TryProgress
-from airflow_provider_sm_prefs.requirements import (
+from airflow_provider_sm_prefs.domain.requirements import (
     MixedAcceleratorRuntimesWarning,
     WorkloadRequirements,
     mixed_runtimes,
 )
+from airflow_provider_sm_prefs.recording import TryProgress
 
 __all__ = ["GUARDRAIL_FIELDS", "GuardrailCheck", "with_guardrails"]
 

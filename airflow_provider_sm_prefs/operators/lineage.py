@@ -5,7 +5,7 @@ each time it resumes from a deferral), ``..._on_complete`` when it succeeds and 
 it fails, on the task object that ran; they call :func:`operator_lineage`. Every OpenLineage import is
 inside it: without the provider (``pip install "airflow-provider-sm-prefs[openlineage]"``) nothing here runs or is imported.
 
-What the datasets and the facet hold is decided by the pure :mod:`airflow_provider_sm_prefs.lineage`.
+What the datasets and the facet hold is decided by the pure :mod:`airflow_provider_sm_prefs.domain.lineage`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_sm_prefs import lineage
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.preferences import build_request, to_seconds
+from airflow_provider_sm_prefs.domain import lineage
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import build_request, to_seconds
 from airflow_provider_sm_prefs.recording import TryProgress
 
 if TYPE_CHECKING:

@@ -3,9 +3,9 @@
 Imports OpenLineage's client at module level: only :mod:`airflow_provider_sm_prefs.operators.lineage`
 imports this module, inside the methods Airflow's OpenLineage provider calls, so the operators work
 without that provider installed. The class's attributes, the JSON Schema shipped in the wheel
-(:data:`airflow_provider_sm_prefs.lineage.SCHEMA_RESOURCE`) and the values
-(:func:`airflow_provider_sm_prefs.lineage.capacity_facet_fields`) all follow the properties of the pure
-:func:`airflow_provider_sm_prefs.lineage.facet_properties`, read off the outcome's declaration.
+(:data:`airflow_provider_sm_prefs.domain.lineage.SCHEMA_RESOURCE`) and the values
+(:func:`airflow_provider_sm_prefs.domain.lineage.capacity_facet_fields`) all follow the properties of the pure
+:func:`airflow_provider_sm_prefs.domain.lineage.facet_properties`, read off the outcome's declaration.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 from attrs import define, field, make_class
 from openlineage.client.facet_v2 import RunFacet
 
-from airflow_provider_sm_prefs import PACKAGE_NAME, __version__, lineage
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs import PACKAGE_NAME, __version__
+from airflow_provider_sm_prefs.domain import lineage
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 
 __all__ = ["PRODUCER", "SCHEMA_URL", "SageMakerCapacityRunFacet", "capacity_facet_class"]
 
@@ -57,7 +58,7 @@ class _CapacityRunFacet(RunFacet):
 def capacity_facet_class(outcome: type[CapacityOutcome] = CapacityOutcome) -> type[RunFacet]:
     """The facet class: one attribute per property of the facet's JSON Schema, in its order.
 
-    The properties are :func:`airflow_provider_sm_prefs.lineage.facet_properties` of ``outcome``'s
+    The properties are :func:`airflow_provider_sm_prefs.domain.lineage.facet_properties` of ``outcome``'s
     declaration: a field of the outcome marked ``facet(...)`` becomes an attribute here with nothing else
     to edit. The required ones come first; a list defaults to empty, anything else to None.
     """
@@ -80,11 +81,11 @@ def capacity_facet_class(outcome: type[CapacityOutcome] = CapacityOutcome) -> ty
 
 _DOC = """The instance preference list of a SageMaker job and the entry SageMaker selected.
 
-Field meanings are those of :class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome` (camelCase here, as
+Field meanings are those of :class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome` (camelCase here, as
 OpenLineage writes facets; ``preferences``, ``excluded`` and ``stages`` hold camelCase entries too, and the
 accelerator fields come from ``accelerators``). Every field but ``jobKind`` and ``preferences`` is None
 until SageMaker selected an entry. No field comes from the request's environment, hyperparameters or
-credentials. The fields and their JSON Schema: :func:`airflow_provider_sm_prefs.lineage.facet_properties`.
+credentials. The fields and their JSON Schema: :func:`airflow_provider_sm_prefs.domain.lineage.facet_properties`.
 """
 
 #: The ``smPrefs_capacity`` facet (built once, from the outcome's declaration).

@@ -18,13 +18,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.events import CapacityEvent
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.events import CapacityEvent
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.hooks.logs import JobLogs, SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
-from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import job_urls
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
 
 __all__ = ["DEFAULT_MAX_LOG_LINES", "FAILURE_TAIL_LINES", "JobLogPrinter"]
 

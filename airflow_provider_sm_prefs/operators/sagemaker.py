@@ -6,9 +6,10 @@ step is a collaborator called with explicit inputs: :class:`~.guardrails.Guardra
 :class:`~.submission.SubmitOnce`, :class:`~.escalation.Escalation`, :class:`~.logs.JobLogPrinter`,
 :class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` and :func:`~.lineage.operator_lineage`.
 What the try learns on the way is its :class:`~airflow_provider_sm_prefs.recording.TryProgress`; what
-survives the try is its :class:`~airflow_provider_sm_prefs.job_state.JobState`. The module runs over
-500 lines on purpose: the constructor documents and stores every argument of both operators, and the
-orchestration stays in one place.
+survives the try is its :class:`~airflow_provider_sm_prefs.domain.job_state.JobState`.
+
+The module runs over 500 lines on purpose: the constructor documents and stores every argument of both
+operators, and the orchestration stays in one place.
 """
 
 from __future__ import annotations
@@ -24,10 +25,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_sm_prefs import exceptions as errors
 from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
-from airflow_provider_sm_prefs.events import CapacityEvent, EventStatus, event_from_describe
-from airflow_provider_sm_prefs.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus, event_from_describe
+from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
+from airflow_provider_sm_prefs.domain.job_state import JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
+from airflow_provider_sm_prefs.domain.preferences import (
+    ACCEPT_AFTER,
+    InstancePreference,
+    InstancePreferenceList,
+    build_request,
+    check_request,
+    job_level_count,
+    to_seconds,
+)
+from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
@@ -35,8 +49,6 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     derive_job_name,
     service_now,
 )
-from airflow_provider_sm_prefs.job_state import JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import (
     CapacityHistoryLink,
     SageMakerPreferenceJobLink,
@@ -49,18 +61,7 @@ from airflow_provider_sm_prefs.operators.lineage import operator_lineage
 from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogPrinter
 from airflow_provider_sm_prefs.operators.submission import SubmitOnce
 from airflow_provider_sm_prefs.operators.templates import has_template
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, XComKey
-from airflow_provider_sm_prefs.preferences import (
-    ACCEPT_AFTER,
-    InstancePreference,
-    InstancePreferenceList,
-    build_request,
-    check_request,
-    job_level_count,
-    to_seconds,
-)
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
-from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
@@ -106,12 +107,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     state store before Create, so a retry reattaches to a running job, returns a completed job's
     outcome, and only starts a new job (``-r2``, ``-r3``...) when the previous one failed or stopped.
     The task then defers until SageMaker selects an entry and pushes the outcome to XCom
-    (see :class:`~airflow_provider_sm_prefs.outcome.XComKey`), and with ``wait_for_completion``
+    (see :class:`~airflow_provider_sm_prefs.domain.outcome.XComKey`), and with ``wait_for_completion``
     defers again until the job ends.
 
     Entries may carry ``accept_after`` (acceptance windows): the job is then submitted in stages, each
     offering the entries acceptable by then, and a stage still Pending when the next window opens is
-    stopped and replaced by the next (``<name>-s2``...). See :mod:`airflow_provider_sm_prefs.escalation`.
+    stopped and replaced by the next (``<name>-s2``...). See :mod:`airflow_provider_sm_prefs.domain.escalation`.
 
     :param config: the Create* request, as for the stock SageMaker operators (templated). Without
         ``TrainingJobName``/``ProcessingJobName`` the name is derived from the task instance

@@ -18,13 +18,13 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.exceptions import JobStoppedError
+from airflow_provider_sm_prefs.domain.exceptions import JobStoppedError
+from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, outcome_from_describe, terminal_error
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.domain.status import JobStatus, job_status
 from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
-from airflow_provider_sm_prefs.job_state import JobState, JobStateStore
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome, outcome_from_describe, terminal_error
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList
-from airflow_provider_sm_prefs.status import JobStatus, job_status
 
 
 def max_tries_of(context: Context) -> int | None:

@@ -1,6 +1,6 @@
 """Reading capacity records back from Airflow's metadata database, for the DAGs a user may read.
 
-One query lists the records (XCom rows under :data:`~airflow_provider_sm_prefs.record.RECORD_KEY`)
+One query lists the records (XCom rows under :data:`~airflow_provider_sm_prefs.domain.record.RECORD_KEY`)
 of the permitted DAGs whose DAG run falls in the range, joined to the run for its ``run_after``, without
 their values; a second one reads the values of the rows not read before (:class:`RecordCache`: decoding
 every JSON value and checking it is most of a request's time); a third one, for the page of jobs shown
@@ -22,9 +22,9 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord
 from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, job_urls
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
-from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord
 
 __all__ = [
     "RECORDS",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_provider_sm_prefs.record import CapacityRecord, FailureKind
+from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind
 
 __all__ = [
     "FAILURE_SERIES",

@@ -14,15 +14,15 @@ from warnings import warn
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_sm_prefs import exceptions as errors
-from airflow_provider_sm_prefs.events import CapacityEvent, deadline_event, event_from_describe
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.preferences import to_seconds
+from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
-from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
-from airflow_provider_sm_prefs.preferences import to_seconds
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
-from airflow_provider_sm_prefs.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,

@@ -3,7 +3,7 @@
 The instance preference list is given separately (to ``build_request`` or an operator), so the config
 holds no instance type:
 
->>> from airflow_provider_sm_prefs.preferences import build_request
+>>> from airflow_provider_sm_prefs.domain.preferences import build_request
 >>> config = training_config("nightly", InstanceCount=2)
 >>> request, prefs = build_request("training", config, ["ml.g6.48xlarge", "ml.g5.48xlarge"], 3600)
 >>> prefs.describe(2)

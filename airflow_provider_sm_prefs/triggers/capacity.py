@@ -10,15 +10,12 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_sm_prefs.events import CapacityEvent, deadline_event, event_from_describe
-from airflow_provider_sm_prefs.exceptions import JobFailedError
-from airflow_provider_sm_prefs.hooks.pool import shared_client
-from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import format_duration
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList
-from airflow_provider_sm_prefs.status import (
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
+from airflow_provider_sm_prefs.domain.exceptions import JobFailedError
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import format_duration
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.domain.status import (
     Phase,
     WaitFor,
     as_datetime,
@@ -28,6 +25,9 @@ from airflow_provider_sm_prefs.status import (
     phase_of,
     waiting_seconds,
 )
+from airflow_provider_sm_prefs.hooks.pool import shared_client
+from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
@@ -50,7 +50,7 @@ def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
 class SageMakerCapacityTrigger(BaseTrigger):
     """Wait, without a worker slot, for a SageMaker job to get capacity (or to end).
 
-    Yields exactly one event, then returns: a :class:`~airflow_provider_sm_prefs.events.CapacityEvent`
+    Yields exactly one event, then returns: a :class:`~airflow_provider_sm_prefs.domain.events.CapacityEvent`
     payload (success with the outcome record, or an error naming the domain exception).
 
     Throttling, 5xx answers and dropped connections are retried with jittered backoff and never end
@@ -80,7 +80,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param botocore_config: botocore config as a dict.
     :param escalate_after_seconds: seconds from CreationTime (service clock) after which a job still
         Pending ends the wait with an ``escalate`` event: the next acceptance window opened and the
-        task submits its next stage (see :mod:`airflow_provider_sm_prefs.escalation`). The job is not
+        task submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.escalation`). The job is not
         stopped here: the task looks once more right before stopping it.
     :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
     :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job

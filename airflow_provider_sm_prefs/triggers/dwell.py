@@ -12,7 +12,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_sm_prefs.status import as_datetime
+from airflow_provider_sm_prefs.domain.status import as_datetime
 
 #: Default of ``min_defer_seconds`` (Airflow config ``[sm_prefs] min_defer_seconds`` overrides it).
 DEFAULT_MIN_DEFER_SECONDS = 15.0

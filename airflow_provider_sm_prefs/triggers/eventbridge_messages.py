@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 
 #: EventBridge detail-types of the job state changes, by job kind.
 DETAIL_TYPES = {

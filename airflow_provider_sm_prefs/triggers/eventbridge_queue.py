@@ -62,9 +62,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import backoff_delay, error_code, is_transient
-from airflow_provider_sm_prefs.kinds import JobKind
 from airflow_provider_sm_prefs.triggers.eventbridge_messages import (
     FIRST_SENT,
     PASSED_BY,

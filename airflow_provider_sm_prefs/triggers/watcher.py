@@ -37,12 +37,12 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.cadence import ListBudget, cohort_windows, list_cadence
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.status import WaitFor, phase_of, worth_a_look
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import service_now
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.status import WaitFor, phase_of, worth_a_look
-from airflow_provider_sm_prefs.triggers.cadence import ListBudget, cohort_windows, list_cadence
 from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 
 log = logging.getLogger(__name__)

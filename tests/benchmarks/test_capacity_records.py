@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_provider_sm_prefs.record import CapacityRecord
+from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from benchmarks.capacity_records import FLEET_DAG, SeedRun, plan_runs
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -12,8 +12,8 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
+from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.outcome import XComKey
 
 POLL = float(os.environ.get("SM_PREFS_POLL_INTERVAL", "0.5"))
 MAX_POLL = float(os.environ.get("SM_PREFS_MAX_POLL_INTERVAL", "2"))

@@ -9,11 +9,11 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
+from airflow_provider_sm_prefs.domain.preferences import InstancePreference
 from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_provider_sm_prefs.preferences import InstancePreference
 
 POLL = float(os.environ.get("SM_PREFS_HISTORY_POLL_INTERVAL", "0.2"))
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"

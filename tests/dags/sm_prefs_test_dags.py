@@ -8,11 +8,11 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
+from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_provider_sm_prefs.outcome import XComKey
 from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
 
 POLL = 0.2

@@ -45,8 +45,8 @@ from e2e_support import (
     wait_for,
 )
 
-from airflow_provider_sm_prefs.lineage import FACET_NAME
-from airflow_provider_sm_prefs.outcome import XComKey
+from airflow_provider_sm_prefs.domain.lineage import FACET_NAME
+from airflow_provider_sm_prefs.domain.outcome import XComKey
 from harness.config import (
     FAKE_ACCESS_KEY_ID,
     FAKE_SECRET_ACCESS_KEY,

@@ -34,7 +34,7 @@ from e2e_support import (
     wait_for,
 )
 
-from airflow_provider_sm_prefs.outcome import XComKey
+from airflow_provider_sm_prefs.domain.outcome import XComKey
 from harness.deployment import LocalAirflow
 
 pytestmark = pytest.mark.e2e

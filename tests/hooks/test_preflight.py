@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.hooks.preflight import TtlCache, clear_cache, usd_per_hour
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
-from airflow_provider_sm_prefs.kinds import JobKind
 
 P5, P4D, G5 = "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge"
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from airflow_provider_sm_prefs.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     SageMakerPreferenceHook,
     is_not_found,
@@ -16,7 +17,6 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     sanitize_job_name,
     service_now,
 )
-from airflow_provider_sm_prefs.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"

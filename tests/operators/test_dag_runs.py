@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.outcome import XComKey
+from airflow_provider_sm_prefs.domain.outcome import XComKey
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -317,7 +317,7 @@ def test_name_clash_with_a_running_job_means_reattach(sm: Any, run_test_dag: Any
     # The other job must still run when the task meets it: 10 real seconds of Starting, then it trains.
     sm.load_scenario({"time_scale": 10, "job_runtime_seconds": 3600, "phase_seconds": {"starting": 100}})
     client = sm.boto3_client("sagemaker")
-    from airflow_provider_sm_prefs.preferences import build_request
+    from airflow_provider_sm_prefs.domain.preferences import build_request
 
     request, _ = build_request("training", training_config(), NIGHTLY, 3600)
     client.create_training_job(**request)
@@ -330,7 +330,7 @@ def test_name_clash_with_a_running_job_means_reattach(sm: Any, run_test_dag: Any
 def test_a_job_already_past_the_wait_is_answered_from_the_look_before_deferring(
     sm: Any, run_test_dag: Any
 ) -> None:
-    from airflow_provider_sm_prefs.preferences import build_request
+    from airflow_provider_sm_prefs.domain.preferences import build_request
 
     # A slow clock: the job stays in Training for the whole test, however loaded the machine is.
     sm.load_scenario({**FIRST_CHOICE_SCARCE, "time_scale": 1, "job_runtime_seconds": 86400})

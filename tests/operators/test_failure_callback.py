@@ -21,10 +21,10 @@ from airflow_provider_sm_prefs.callbacks import (
     recorded_job_name,
     with_job_stop,
 )
+from airflow_provider_sm_prefs.domain.outcome import XComKey
+from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.outcome import XComKey
-from airflow_provider_sm_prefs.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"

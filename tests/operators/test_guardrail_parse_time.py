@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import WorkloadRequirements
+from airflow_provider_sm_prefs.domain.requirements import MixedAcceleratorRuntimesWarning
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.preferences import WorkloadRequirements
-from airflow_provider_sm_prefs.requirements import MixedAcceleratorRuntimesWarning
 
 P4D, G5, TRN1 = "ml.p4d.24xlarge", "ml.g5.48xlarge", "ml.trn1.32xlarge"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.lineage import FACET_NAME
+from airflow_provider_sm_prefs.domain.lineage import FACET_NAME
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 

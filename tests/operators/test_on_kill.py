@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.job_state import STATE_KEY, JobStateStore
+from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobStateStore
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.preferences import build_request
 from tests.operators.test_dag_runs import training_config
 
 G5 = "ml.g5.48xlarge"

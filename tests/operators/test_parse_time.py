@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG, BaseOperator
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import InstancePreference, check_request
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.preferences import InstancePreference, check_request
 from airflow_provider_sm_prefs.recording import TryProgress
 
 P4D, G5 = "ml.p4d.24xlarge", "ml.g5.48xlarge"

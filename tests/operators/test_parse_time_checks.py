@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceBaseOperator,
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
 from airflow_provider_sm_prefs.operators.sagemaker import has_template
-from airflow_provider_sm_prefs.preferences import InstancePreferenceList
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
 OPERATORS: dict[str, type[SageMakerPreferenceBaseOperator]] = {

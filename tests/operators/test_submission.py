@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.exceptions import CapacityTimeoutError
-from airflow_provider_sm_prefs.job_state import STATE_KEY, JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.exceptions import CapacityTimeoutError
+from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobState, JobStateStore
 from airflow_provider_sm_prefs.operators.submission import beyond_retries
 from tests.operators.test_dag_runs import training_config
 
@@ -83,7 +83,7 @@ def _name_this_try(context: dict[str, Any]) -> Any:
 
 def _create_and_stop(sm: Any, pending_limit: int) -> None:
     """Job ``nightly`` that never gets capacity; stopped at ``pending_limit`` as a capacity deadline does."""
-    from airflow_provider_sm_prefs.preferences import build_request
+    from airflow_provider_sm_prefs.domain.preferences import build_request
 
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
     request, _ = build_request(
@@ -127,7 +127,7 @@ def test_a_retry_within_the_retries_still_submits_the_next_job(sm: Any) -> None:
 
 
 def test_a_try_past_the_retries_reattaches_to_a_running_job(sm: Any) -> None:
-    from airflow_provider_sm_prefs.preferences import build_request
+    from airflow_provider_sm_prefs.domain.preferences import build_request
 
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
     request, _ = build_request("training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], 3600)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.record import RECORD_KEY
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY
 from airflow_provider_sm_prefs.testing.jobs import training_config
 
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"

@@ -12,9 +12,9 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import create_engine, delete, insert
 from sqlalchemy.orm import Session
 
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord
 from airflow_provider_sm_prefs.plugin import query
 from airflow_provider_sm_prefs.plugin.stats import Filters
-from airflow_provider_sm_prefs.record import RECORD_KEY, CapacityRecord
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 FILTERS = Filters(since=NOW - timedelta(days=30), until=NOW)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.stats import WAIT_BINS, Entry, Filters, dedupe, percentile, summarize
-from airflow_provider_sm_prefs.record import CapacityRecord
 
 DAY = datetime(2026, 11, 1, tzinfo=UTC)
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_sm_prefs.kinds import JobKind
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
 
 

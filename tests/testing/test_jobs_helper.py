@@ -5,7 +5,7 @@ from __future__ import annotations
 import doctest
 from typing import Any
 
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing import jobs
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.dwell import DEFAULT_MIN_DEFER_SECONDS, min_defer_seconds

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from aiobotocore.session import get_session
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of

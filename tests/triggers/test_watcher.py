@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.triggers.cadence import (
+from airflow_provider_sm_prefs.domain.cadence import (
     CREDIT_WINDOW,
     LIST_COST_SHARE,
     MAX_WINDOWS,
@@ -17,6 +16,7 @@ from airflow_provider_sm_prefs.triggers.cadence import (
     earn_rate,
     list_cadence,
 )
+from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.triggers.watcher import listed_change
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from aiobotocore.session import get_session
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.preferences import build_request
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.watcher import PAGE_SIZE, JobListWatcher, listed_change

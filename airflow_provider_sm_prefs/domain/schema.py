@@ -1,10 +1,10 @@
 """One declaration of the outcome's fields, and what the record, its reader and the facet derive from it (pure).
 
-:class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome` declares the outcome's fields, written out
+:class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome` declares the outcome's fields, written out
 for readers and mypy. The ``metadata`` of a field (made by :func:`facet`, :data:`OUTCOME_ONLY` or
 :func:`reads`) says where else it goes; nothing else names the outcome's fields one by one:
 
-- the capacity record (:class:`~airflow_provider_sm_prefs.record.CapacityRecord`) carries every outcome
+- the capacity record (:class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord`) carries every outcome
   field under the same name unless it is :data:`OUTCOME_ONLY`: ``CapacityRecord.from_outcome`` copies
   :func:`recorded`, and ``tests/test_schema.py`` checks the record declares each, with a type that holds
   the outcome's (the record's own line is the one other edit a recorded field needs: mypy reads it);
@@ -12,7 +12,7 @@ for readers and mypy. The ``metadata`` of a field (made by :func:`facet`, :data:
   annotation (:func:`reader_types`, :func:`holds`), or of its :func:`reads` when the reader is looser;
 - the OpenLineage facet carries the fields marked :func:`facet` as they are, camelCase and nullable
   (:func:`facet_copies`, :func:`facet_property`): its JSON Schema, its class and its values follow
-  (:mod:`airflow_provider_sm_prefs.lineage`).
+  (:mod:`airflow_provider_sm_prefs.domain.lineage`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The operators report these through Airflow's OpenLineage provider
 (:mod:`airflow_provider_sm_prefs.operators.lineage`); this module only reads the Create* request and
-the :class:`~airflow_provider_sm_prefs.outcome.CapacityOutcome`, so it is tested without Airflow,
+the :class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome`, so it is tested without Airflow,
 boto or OpenLineage.
 
 Datasets follow OpenLineage's naming for S3, as the amazon provider does: namespace ``s3://<bucket>``,
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_sm_prefs import schema
-from airflow_provider_sm_prefs.escalation import StageEnd
-from airflow_provider_sm_prefs.guardrails import ExclusionKind
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain import schema
+from airflow_provider_sm_prefs.domain.escalation import StageEnd
+from airflow_provider_sm_prefs.domain.guardrails import ExclusionKind
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 
 __all__ = [
     "FACET_NAME",
@@ -262,7 +262,7 @@ def facet_schema(outcome: type[CapacityOutcome] = CapacityOutcome) -> dict[str, 
 def facet_schema_text() -> str:
     """The text of :data:`SCHEMA_RESOURCE`. After changing a facet field, write it there (in a checkout)::
 
-    python -c "from airflow_provider_sm_prefs import lineage; print(lineage.facet_schema_text(), end='')" > airflow_provider_sm_prefs/data/SageMakerCapacityRunFacet.json
+    python -c "from airflow_provider_sm_prefs.domain import lineage; print(lineage.facet_schema_text(), end='')" > airflow_provider_sm_prefs/data/SageMakerCapacityRunFacet.json
     """
     return json.dumps(facet_schema(), indent=2) + "\n"
 

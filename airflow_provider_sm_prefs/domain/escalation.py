@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Any
 
-from airflow_provider_sm_prefs.kinds import JobKind
-from airflow_provider_sm_prefs.preferences import (
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import (
     MIN_PENDING_SECONDS,
     InstancePreference,
     InstancePreferenceList,

@@ -1,0 +1,197 @@
+"""What a capacity wait reports: one typed event, shared by the trigger, the operators and the sensor.
+
+A wait ends in exactly one :class:`CapacityEvent`: success with the outcome record, or an error that
+names the domain exception it stands for. The trigger sends it as a JSON-safe payload
+(:meth:`CapacityEvent.as_payload`); the task reads it back (:meth:`CapacityEvent.from_payload`) and
+either takes the outcome or raises the exception (:meth:`CapacityEvent.outcome_or_raise`). An event can
+also be built straight from a Describe response (:func:`event_from_describe`), so a task that finds its
+job already past the wait does not defer at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import (
+    CapacityOutcome,
+    capacity_deadline_error,
+    format_duration,
+    outcome_from_describe,
+    terminal_error,
+)
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.domain.status import Phase, WaitFor, client_deadline_passed
+
+__all__ = ["CapacityEvent", "EventStatus", "deadline_event", "event_from_describe"]
+
+#: The domain exceptions an error event may stand for, by class name (the payload's ``error_type``).
+ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
+    cls.__name__: cls
+    for cls in (
+        errors.CapacityTimeoutError,
+        errors.CapacityUnavailableError,
+        errors.JobFailedError,
+        errors.JobStoppedError,
+        errors.QuotaExceededError,
+        errors.JobSubmissionError,
+    )
+}
+
+
+class EventStatus(str, Enum):
+    SUCCESS = "success"
+    ERROR = "error"
+    #: The job is still Pending and the next acceptance window opened: submit the next stage.
+    ESCALATE = "escalate"
+
+
+@dataclass(frozen=True)
+class CapacityEvent:
+    """The one event of a capacity wait. Its payload keys are stable across releases.
+
+    :param status: success (``outcome`` set), error (``error_type`` and ``reason`` set), or escalate
+        (the job is still Pending when the next acceptance window opened; ``reason`` says how long).
+    :param phase: the job's :class:`~airflow_provider_sm_prefs.domain.status.Phase` when the wait ended.
+    :param outcome: :meth:`CapacityOutcome.as_dict` on success.
+    :param error_type: the class name of the domain exception on error (see :data:`ERROR_TYPES`).
+    :param job_status: the job's TrainingJobStatus/ProcessingJobStatus when known.
+    :param reason: AWS's reason, or ours.
+    """
+
+    status: EventStatus
+    job_name: str
+    job_kind: str
+    wait_for: str
+    phase: str
+    outcome: dict[str, Any] | None = None
+    error_type: str | None = None
+    job_status: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def success(
+        cls, kind: JobKind, wait_for: WaitFor | str, phase: Phase, outcome: CapacityOutcome
+    ) -> CapacityEvent:
+        return cls(
+            status=EventStatus.SUCCESS,
+            job_name=outcome.job_name,
+            job_kind=kind.value,
+            wait_for=WaitFor(wait_for).value,
+            phase=phase.value,
+            outcome=outcome.as_dict(),
+            job_status=outcome.job_status,
+        )
+
+    @classmethod
+    def failure(
+        cls, kind: JobKind, wait_for: WaitFor | str, phase: Phase, error: errors.SageMakerJobError
+    ) -> CapacityEvent:
+        return cls(
+            status=EventStatus.ERROR,
+            job_name=error.job_name,
+            job_kind=kind.value,
+            wait_for=WaitFor(wait_for).value,
+            phase=phase.value,
+            error_type=type(error).__name__,
+            job_status=error.status,
+            reason=error.reason,
+        )
+
+    @classmethod
+    def escalation(cls, kind: JobKind, job_name: str, job_status: str | None, waited: float) -> CapacityEvent:
+        return cls(
+            status=EventStatus.ESCALATE,
+            job_name=job_name,
+            job_kind=kind.value,
+            wait_for=WaitFor.CAPACITY.value,
+            phase=Phase.WAITING.value,
+            job_status=job_status,
+            reason=f"still pending after {format_duration(waited)}; the next acceptance window is open",
+        )
+
+    def as_payload(self) -> dict[str, Any]:
+        """The JSON-safe dict a ``TriggerEvent`` carries."""
+        payload = asdict(self)
+        payload["status"] = self.status.value
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any] | None, job_name: str = "?") -> CapacityEvent:
+        """Read a payload back; anything malformed becomes an error event that says what arrived."""
+        if not isinstance(payload, Mapping) or payload.get("status") not in {s.value for s in EventStatus}:
+            return cls(
+                status=EventStatus.ERROR,
+                job_name=job_name,
+                job_kind=JobKind.TRAINING.value,
+                wait_for=WaitFor.CAPACITY.value,
+                phase=Phase.FAILED.value,
+                error_type=errors.JobFailedError.__name__,
+                reason=f"unexpected trigger event {payload!r}",
+            )
+        fields: dict[str, Any] = {k: payload.get(k) for k in cls.__dataclass_fields__ if k != "status"}
+        fields["job_name"] = str(fields.get("job_name") or job_name)
+        return cls(status=EventStatus(payload["status"]), **fields)
+
+    def error(self) -> errors.SageMakerJobError:
+        """The domain exception an error event stands for (JobFailedError for an unknown type)."""
+        cls = ERROR_TYPES.get(str(self.error_type), errors.JobFailedError)
+        if cls is errors.QuotaExceededError:
+            return errors.QuotaExceededError(self.job_name, str(self.reason))
+        return cls(self.job_name, self.job_status, self.reason)
+
+    def outcome_or_raise(self) -> CapacityOutcome:
+        """The outcome of a success; raises the domain exception of anything else."""
+        if self.status is not EventStatus.SUCCESS or not self.outcome:
+            raise self.error()
+        return CapacityOutcome.from_dict(self.outcome)
+
+    @property
+    def job_ended(self) -> bool:
+        return Phase(self.phase).is_terminal()
+
+
+def event_from_describe(
+    kind: JobKind,
+    wait_for: WaitFor | str,
+    describe: Mapping[str, Any],
+    phase: Phase,
+    preferences: InstancePreferenceList | None = None,
+    now: datetime | None = None,
+) -> CapacityEvent:
+    """The event of a wait that is over (``is_done(phase, wait_for)``), from the Describe that showed it."""
+    error = terminal_error(kind, describe, now=now)
+    if error is not None:
+        return CapacityEvent.failure(kind, wait_for, phase, error)
+    return CapacityEvent.success(
+        kind, wait_for, phase, outcome_from_describe(kind, describe, preferences, now=now)
+    )
+
+
+def deadline_event(
+    kind: JobKind,
+    wait_for: WaitFor | str,
+    job_name: str,
+    describe: Mapping[str, Any],
+    phase: Phase,
+    now: datetime,
+    deadline_seconds: float | None,
+    stopped: bool,
+) -> CapacityEvent | None:
+    """The event of a client-side ``max_pending`` that passed with no entry selected; None until it has.
+
+    The one deadline rule of every wait: the trigger's (deferred, and the operators' in-worker wait,
+    which runs the trigger) and the sensor's poke. ``stopped``: the waiter stops the job on it.
+    """
+    waited = client_deadline_passed(phase, describe, now, deadline_seconds)
+    if waited is None:
+        return None
+    error = capacity_deadline_error(
+        job_name, describe.get(kind.spec.status_field), deadline_seconds or 0.0, waited, stopped=stopped
+    )
+    return CapacityEvent.failure(kind, wait_for, Phase.STOPPING, error)

@@ -1,0 +1,110 @@
+"""Domain exceptions. Each job-level error carries the job name, its status and AWS's reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class SageMakerPreferencesError(Exception):
+    """Base class of every error this provider raises on purpose."""
+
+
+class InvalidInstancePreferencesError(SageMakerPreferencesError, ValueError):
+    """The preference list, or the request around it, breaks one or more of SageMaker's rules.
+
+    Raised before anything is sent to AWS. ``problems`` lists every rule broken, each naming the
+    field (``instance_preferences[2]``) and how to fix it.
+    """
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} with the instance preference request"
+        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class SageMakerJobError(SageMakerPreferencesError):
+    """A SageMaker job did not reach the outcome the task needs.
+
+    :param job_name: the SageMaker job's name.
+    :param status: the job's status when the error was decided (e.g. ``Failed``, ``Stopped``).
+    :param reason: AWS's FailureReason or error message, or this provider's own explanation.
+    """
+
+    summary = "SageMaker job error"
+
+    def __init__(self, job_name: str, status: str | None, reason: str | None) -> None:
+        self.job_name = job_name
+        self.status = status
+        self.reason = reason
+        self.log_tail: list[str] = []
+        super().__init__(
+            f"{self.summary}: job {job_name!r} status={status or 'unknown'}: {reason or 'no reason given'}"
+        )
+
+    def add_log_tail(self, lines: list[str]) -> None:
+        """Append the job's last log lines to the message (``reason`` stays AWS's FailureReason alone)."""
+        if not lines:
+            return
+        self.log_tail = list(lines)
+        self.args = (f"{self.args[0]}\nLast lines of the job's logs:\n" + "\n".join(lines), *self.args[1:])
+
+
+class QuotaExceededError(SageMakerJobError):
+    """SageMaker rejected the request (ResourceLimitExceeded): an entry of the list lacks quota.
+
+    SageMaker checks the quota of EVERY entry at its count, so one entry without quota rejects the
+    whole request even if an earlier entry would have started.
+    """
+
+    summary = "Service quota rejects the preference list"
+
+    def __init__(self, job_name: str, reason: str, instance_type: str | None = None) -> None:
+        self.instance_type = instance_type
+        super().__init__(job_name, "Rejected", reason)
+
+
+class CapacityTimeoutError(SageMakerJobError):
+    """No entry got capacity within the pending budget (SageMaker's MaxPendingTimeInSeconds or ours)."""
+
+    summary = "Timed out waiting for capacity"
+
+
+class CapacityUnavailableError(SageMakerJobError):
+    """A CPU-only list found no capacity: SageMaker evaluates such lists once and fails the job."""
+
+    summary = "No capacity for any entry"
+
+
+class JobFailedError(SageMakerJobError):
+    """The job failed after it started (or SageMaker failed it for a reason other than capacity)."""
+
+    summary = "SageMaker job failed"
+
+
+class JobStoppedError(SageMakerJobError):
+    """The job was stopped by someone or something other than this task."""
+
+    summary = "SageMaker job was stopped"
+
+
+class JobSubmissionError(SageMakerJobError):
+    """SageMaker refused the Create request for a reason other than quota."""
+
+    summary = "SageMaker refused the job"
+
+
+class PreflightError(SageMakerPreferencesError):
+    """The guardrails before submit left nothing to submit, or ``preflight="fail"`` found an entry that
+    cannot run now. Nothing was sent to Create*.
+
+    :param summary: what was decided.
+    :param lines: one line per entry, naming it, its rank in the list as written, the check and the reason.
+    :param excluded: the exclusions themselves (``guardrails.Exclusion``), for the failure record.
+    """
+
+    def __init__(self, summary: str, lines: Iterable[str], excluded: Iterable[object] = ()) -> None:
+        self.summary = summary
+        self.lines = list(lines)
+        self.excluded = list(excluded)
+        super().__init__(summary + ":\n" + "\n".join(f"  - {line}" for line in self.lines))
