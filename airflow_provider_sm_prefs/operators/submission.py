@@ -12,6 +12,7 @@ but never submits a new job; it ends as the lost try would have.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from airflow.sdk import Context
@@ -90,8 +91,8 @@ class SubmitOnce:
             previous = state.job_name
             submission = state.submission
             # This try owns the job from now on: a killed earlier try's on_kill leaves it alone.
-            state = store.update(try_number=try_number_of(context))
-            assert state is not None
+            state = replace(state, try_number=try_number_of(context))
+            store.save(state)
             cleared = state.cleared_since(max_tries)
             describe = self.hook.describe_job(self.job_kind, previous)
             if describe is None:
