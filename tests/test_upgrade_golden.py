@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from airflow.sdk.module_loading import import_string
 
 from airflow_provider_sm_prefs.domain.events import CapacityEvent
@@ -150,8 +151,14 @@ def _comparable(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "dag": dag}
 
 
-def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release_writes() -> None:
+def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from airflow.serialization.serialized_objects import DagSerialization
+
+    # Loaded as the api-server loads it to show links (SerializedDagModel sets this class-wide flag
+    # from each load's load_op_links, so an earlier dag.test() in the process may have left it off).
+    monkeypatch.setattr(DagSerialization, "_load_operator_extra_links", True)
 
     from airflow_provider_sm_prefs.operators import (
         SageMakerPreferenceProcessingOperator,
