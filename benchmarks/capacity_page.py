@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -433,7 +433,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     result: dict[str, Any] = {
         "benchmark": "capacity_page",
-        "started_at": datetime.now(UTC).isoformat(),
+        "started_at": datetime.now(timezone.utc).isoformat(),
         "git_revision": git_revision(),
         "machine": machine_info(),
         "records": args.records,
@@ -450,10 +450,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
         result["template_run"] = run_template_dag(af)
-        now = datetime.now(UTC)
+        now = datetime.now(timezone.utc)
         print(f"seeding {args.records:,} records ...", flush=True)
         result["seed"] = seed(af, args.records, now)
-        since = (datetime.now(UTC) - timedelta(days=RANGE_DAYS)).isoformat()
+        since = (datetime.now(timezone.utc) - timedelta(days=RANGE_DAYS)).isoformat()
         print("timing the API ...", flush=True)
         result["api"] = measure_api(af, since, args.api_repeats)
         result["records_in_range"] = result["api"]["summary"]["records"]

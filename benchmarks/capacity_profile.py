@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from airflow.models.dag import DagModel
@@ -88,7 +88,7 @@ def _profile(session: Session, dag_ids: set[str], filters: Filters, top: int) ->
 
 
 def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any]:
-    filters = Filters(since=since, until=datetime.now(UTC))
+    filters = Filters(since=since, until=datetime.now(timezone.utc))
     with create_session() as session:
         dag_ids = set(session.scalars(select(DagModel.dag_id)))
         stmt = query.records_statement(dag_ids, filters)
@@ -144,7 +144,7 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
 
 
 def main(days: int) -> None:
-    print(json.dumps(breakdown(datetime.now(UTC) - timedelta(days=days))))
+    print(json.dumps(breakdown(datetime.now(timezone.utc) - timedelta(days=days))))
 
 
 if __name__ == "__main__":

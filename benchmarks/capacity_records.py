@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.preferences import InstancePreference
@@ -105,7 +105,7 @@ def plan_runs(
     """DAG runs holding exactly ``records`` task instances, each with one valid record, oldest first."""
     if records < 0 or width < 1 or days < 1:
         raise ValueError("records >= 0, width >= 1 and days >= 1 are required")
-    now = (now or datetime.now(UTC)).astimezone(UTC)
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     rng = random.Random(seed)
     fleet_runs = round(records * 0.9) // width if width > 1 else 0
     singles = records - fleet_runs * width

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -301,7 +301,7 @@ def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
     """Each job's CreationTime (ISO, emulated clock), read from the emulator's admin view."""
     wanted = set(names)
     return {
-        job["name"]: datetime.fromtimestamp(float(job["created_at"]), tz=UTC).isoformat()
+        job["name"]: datetime.fromtimestamp(float(job["created_at"]), tz=timezone.utc).isoformat()
         for job in emulator.jobs()
         if job["name"] in wanted
     }
@@ -697,7 +697,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else Plan()
     plan = replace(plan, **_plan_changes(parser, args))
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     output = args.output or RESULTS / f"bench-{stamp}{'-smoke' if plan.smoke else ''}.json"
     return plan, output.resolve()
 
@@ -707,7 +707,7 @@ def _new_result(plan: Plan, argv: Sequence[str] | None) -> dict[str, Any]:
     command = "python -m benchmarks.run " + " ".join(sys.argv[1:] if argv is None else argv)
     return {
         "command": command.strip(),
-        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
         "machine": machine_info(),
         "plan": {
@@ -894,7 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parse_thread is not None:
         parse_thread.join(timeout=300)
     result["targets"] = metrics.evaluate_targets(result["runs"])
-    result["finished_utc"] = datetime.now(UTC).isoformat(timespec="seconds")
+    result["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result["total_seconds"] = time.monotonic() - started
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     _save(result, output)

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from harness.config import REPO_ROOT
@@ -59,7 +59,7 @@ def plan(runs: int = 60, today: datetime | None = None) -> list[PlannedRun]:
     retrain, two nights in three a preparation step, one night in three a fine-tune."""
     if not 1 <= runs <= 60:
         raise ValueError(f"runs: {runs} is out of range; the history has 1 to 60 runs")
-    now = today or datetime.now(UTC)
+    now = today or datetime.now(timezone.utc)
     # The runs span 29 nights and an hour (a preparation 30 minutes before a night, a fine-tune 30 after).
     # The newest night is that day's 02:00 when it is 1.5 to 22.5 hours ago, else 1.5 hours ago: every
     # run is over an hour old and the oldest is an hour inside the page's default 30 days, at any hour.

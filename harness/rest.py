@@ -12,7 +12,7 @@ import contextlib
 import json
 import urllib.parse
 from collections.abc import Generator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -168,7 +168,7 @@ class AirflowRestClient:
             (what Airflow 3's CLI and REST API create by default for manual runs).
         """
         if logical_date == "now":
-            logical_date = datetime.now(UTC)
+            logical_date = datetime.now(timezone.utc)
         body: dict[str, Any] = {
             "conf": dict(conf or {}),
             "logical_date": logical_date.isoformat() if isinstance(logical_date, datetime) else None,

@@ -55,7 +55,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -289,7 +289,7 @@ class NightResult:
 
 
 def _log(message: str) -> None:
-    print(f"[soak {datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
+    print(f"[soak {datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
 
 
 def duplicates_of(jobs: Sequence[Mapping[str, Any]], owned: Callable[[str], bool]) -> list[str]:
@@ -335,7 +335,7 @@ class Soak:
         # Every night has a quiet step 0 (all tasks wait for capacity); a step 1 only when one step of
         # the clock cannot take a job from capacity to its end nor past the tight pending deadline.
         self.last_sure_step = 1 if step < min(TIGHT_PENDING, sum(PHASES.values()) + JOB_RUNTIME) else 0
-        self.base_date = datetime(2026, 10, 1, 2, 0, tzinfo=UTC) + timedelta(minutes=seed % 1000)
+        self.base_date = datetime(2026, 10, 1, 2, 0, tzinfo=timezone.utc) + timedelta(minutes=seed % 1000)
 
     def run_night(self, plan: NightPlan) -> NightResult:
         af = self.af
@@ -695,7 +695,7 @@ def report(
         "nights_run": len(results),
         "seconds": round(seconds, 1),
         "seconds_per_night": round(sum(r.seconds for r in results) / max(1, len(results)), 1),
-        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "airflow_version": airflow_version,
         "metadata_db": "PostgreSQL" if af.database_backend == "postgres" else "SQLite",
         "cpus": os.cpu_count(),

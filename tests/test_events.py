@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -32,7 +32,7 @@ def describe(status: str, secondary: str, selected: str | None = None, **extra: 
         "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/nightly",
         "TrainingJobStatus": status,
         "SecondaryStatus": secondary,
-        "CreationTime": datetime(2026, 11, 30, tzinfo=UTC),
+        "CreationTime": datetime(2026, 11, 30, tzinfo=timezone.utc),
         "ResourceConfig": cluster,
         **extra,
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 
 P5, P4D, G5 = "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge"
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 PRICES: dict[str, float | None] = {P5: 55.0, P4D: 37.5, G5: 20.0}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -14,7 +14,7 @@ PAGE_RANGE = timedelta(days=30)
 
 @pytest.mark.parametrize("minutes", range(0, 24 * 60, 10))
 def test_every_run_is_past_and_within_the_default_range_whatever_the_hour(minutes: int) -> None:
-    now = datetime(2026, 12, 1, tzinfo=UTC) + timedelta(minutes=minutes)
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc) + timedelta(minutes=minutes)
     runs = plan(60, today=now)
     dates = [datetime.fromisoformat(r.run_after) for r in runs]
     assert len(runs) == 60 and {r.dag_id for r in runs} == set(HISTORY_DAGS)

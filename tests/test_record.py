@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from airflow_provider_sm_prefs.domain.record import (
 )
 
 TI = TaskInstanceRef("nightly", "train", "manual__2026-11-30", map_index=3, try_number=2)
-NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
 PREFS = [
     {"instance_type": "ml.g6.48xlarge", "instance_count": 2},
     {"instance_type": "ml.g5.48xlarge", "instance_count": 4},

@@ -12,7 +12,7 @@ import json
 import re
 import types
 import typing
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from airflow_provider_sm_prefs.domain.record import RECORD_VERSION, CapacityReco
 from airflow_provider_sm_prefs.plugin.stats import JOB_FIELDS, Entry, Filters, summarize
 
 TI = TaskInstanceRef("nightly", "train", "scheduled__2026-11-30", map_index=-1, try_number=1)
-NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
 OUTCOME_FIELDS = {f.name: f for f in dataclasses.fields(CapacityOutcome)}
 RECORD_FIELDS = {f.name: f for f in dataclasses.fields(CapacityRecord)}
 HINTS = {
@@ -167,7 +167,9 @@ def test_every_xcom_key_carries_the_outcome_field_of_its_name() -> None:
 def test_the_page_reads_only_record_fields_and_its_script_only_row_keys() -> None:
     assert set(JOB_FIELDS) <= set(RECORD_FIELDS)
     record = CapacityRecord.from_outcome(TI, real_outcome(), "us-east-1", now=NOW)
-    filters = Filters(since=datetime(2026, 11, 1, tzinfo=UTC), until=datetime(2026, 12, 1, tzinfo=UTC))
+    filters = Filters(
+        since=datetime(2026, 11, 1, tzinfo=timezone.utc), until=datetime(2026, 12, 1, tzinfo=timezone.utc)
+    )
     (row,) = summarize([Entry(record=record, run_after=NOW)], filters)["jobs"]["rows"]
     assert {name: row[name] for name in JOB_FIELDS} == {name: getattr(record, name) for name in JOB_FIELDS}
     script = Path(__file__).parents[1] / "airflow_provider_sm_prefs" / "plugin" / "static" / "capacity.js"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from airflow_provider_sm_prefs.domain.status import (
 )
 
 T, P = JobKind.TRAINING, JobKind.PROCESSING
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
 
 def training(status: str = "InProgress", secondary: str | None = None, **cluster: Any) -> dict[str, Any]:

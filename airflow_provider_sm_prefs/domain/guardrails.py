@@ -22,7 +22,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -95,7 +95,7 @@ class PlanFacts:
 
     def window(self) -> str:
         def stamp(moment: datetime | None) -> str:
-            return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
+            return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
 
         return f"window {stamp(self.start)} – {stamp(self.end)}"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -205,4 +205,4 @@ def _copied(value: Any) -> Any:
 
 
 def _now(now: datetime | None) -> str:
-    return (now or datetime.now(UTC)).isoformat()
+    return (now or datetime.now(timezone.utc)).isoformat()

@@ -6,8 +6,9 @@ sensor's poke and the shared List loop all ask :func:`phase_of` and :func:`is_do
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -123,12 +124,37 @@ def as_datetime(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=UTC)
+        return datetime.fromtimestamp(value, tz=timezone.utc)
     if isinstance(value, str):
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return from_iso(value)
     raise TypeError(f"not a timestamp: {value!r}")
+
+
+# The time of day in an ISO 8601 date and time (after ``YYYY-MM-DD`` and the separator).
+_TIME = re.compile(r"(\d\d(?::\d\d(?::\d\d)?)?)(?:[.,](\d+))?([Zz]|[+-]\d\d(?::?\d\d)?)?")
+
+
+def from_iso(text: str) -> datetime:
+    """An ISO 8601 date and time as AWS, browsers and JSON write it, read alike on every supported Python.
+
+    Python 3.10's ``datetime.fromisoformat`` reads only what ``isoformat()`` writes; 3.11 added ``Z``,
+    fractions of any length and offsets without a colon. Those are rewritten to the 3.10 form first (the
+    fraction cut or padded to microseconds). Anything else is left to ``fromisoformat`` (ValueError).
+    """
+    time = _TIME.fullmatch(text[11:]) if len(text) > 11 else None
+    if time:
+        clock, fraction, offset = time.groups()
+        if fraction:
+            clock += "." + fraction[:6].ljust(6, "0")
+        if offset in ("Z", "z"):
+            offset = "+00:00"
+        elif offset:
+            digits = offset[1:].replace(":", "")
+            offset = f"{offset[0]}{digits[:2]}:{digits[2:] or '00'}"
+        text = f"{text[:11]}{clock}{offset or ''}"
+    return datetime.fromisoformat(text)
 
 
 def waiting_seconds(response: Mapping[str, Any], now: datetime) -> float:

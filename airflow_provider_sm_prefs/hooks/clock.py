@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ def service_now(response: Mapping[str, Any]) -> datetime:
     date = headers.get("date")
     if date:
         try:
-            return parsedate_to_datetime(date).astimezone(UTC)
+            return parsedate_to_datetime(date).astimezone(timezone.utc)
         except (TypeError, ValueError):
             pass
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)

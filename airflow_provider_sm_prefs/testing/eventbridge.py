@@ -62,7 +62,7 @@ Render = Callable[[Job], dict[str, Any]]
 
 def event_time(epoch: float) -> str:
     """An envelope's ``time`` as AWS writes it: ISO 8601 UTC at second precision (``2018-10-06T12:26:13Z``)."""
-    moment = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.UTC)
+    moment = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -7,7 +7,7 @@ A leaf: plain data with no behaviour beyond rendering, mutated only by :mod:`.en
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Any
 
 __all__ = [
@@ -33,7 +33,21 @@ def is_accelerated(instance_type: str) -> bool:
     return instance_type.startswith(ACCELERATED_PREFIXES)
 
 
-class JobKind(StrEnum):
+class _StrEnum(str, Enum):
+    """A ``str`` enum whose ``str()`` and ``format()`` are its value, as ``enum.StrEnum`` (Python 3.11+).
+
+    Both are spelled out: a ``(str, Enum)`` member formats as its value on 3.10 but as ``Cls.NAME`` from
+    3.11 on, and its ``str()`` is ``Cls.NAME`` everywhere.
+    """
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str.__str__(self), format_spec)
+
+
+class JobKind(_StrEnum):
     """The two job kinds the emulator simulates."""
 
     TRAINING = "training"
@@ -45,14 +59,14 @@ class JobKind(StrEnum):
         return self.value.capitalize()
 
 
-class CapacityKind(StrEnum):
+class CapacityKind(_StrEnum):
     """Where a selected entry's instances come from."""
 
     TRAINING_PLAN = "training-plan"
     ON_DEMAND = "on-demand"
 
 
-class TrainingStatus(StrEnum):
+class TrainingStatus(_StrEnum):
     """``TrainingJobStatus``/``ProcessingJobStatus`` values the emulator emits."""
 
     IN_PROGRESS = "InProgress"

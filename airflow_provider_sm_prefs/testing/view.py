@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["VIEW_PREFIX", "job_page", "job_path", "jobs_page", "not_found_page"]
@@ -38,7 +38,7 @@ def job_path(name: str) -> str:
 def _time(epoch: float | None) -> str:
     if epoch is None:
         return "—"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _seconds(value: float | None) -> str:

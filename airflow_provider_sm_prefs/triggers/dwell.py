@@ -9,7 +9,7 @@ than ``min_defer_seconds`` after the deferral; a wait longer than that is not de
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.status import as_datetime
@@ -32,7 +32,7 @@ def min_defer_seconds(given: float | None) -> float:
 
 def deferred_now() -> str:
     """The deferral instant as trigger kwargs carry it (ISO 8601 UTC, this process's clock)."""
-    return datetime.now(UTC).isoformat()
+    return datetime.now(timezone.utc).isoformat()
 
 
 async def hold_after_deferral(
@@ -45,7 +45,7 @@ async def hold_after_deferral(
     deferred = as_datetime(deferred_at)
     if not seconds or deferred is None:
         return
-    since = (datetime.now(UTC) - deferred).total_seconds()
+    since = (datetime.now(timezone.utc) - deferred).total_seconds()
     hold = min(seconds, seconds - since)
     if hold > 0:
         log.info(

@@ -193,7 +193,7 @@ class JobListWatcher:
         self._ensure_running(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             return Observation(False, waiter.summary)
         finally:
             if waiter.unsubscribe is not None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from benchmarks.capacity_records import FLEET_DAG, SeedRun, plan_runs
 
-NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="module")

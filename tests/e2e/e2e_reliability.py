@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ class Ledger:
                 "jobs_created": jobs_created,
                 "unattended": unattended,
                 "seconds": round(seconds, 1),
-                "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "airflow_version": airflow_version,
                 "metadata_db": self.database,
             }

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from airflow_provider_sm_prefs.testing.scenario import load_scenario
 from harness.history import HISTORY_DAGS, PERIOD, SCENARIO, plan
 
-TODAY = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
+TODAY = datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)
 
 
 def test_sixty_runs_over_thirty_nights_oldest_first() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord
 from airflow_provider_sm_prefs.plugin import query
 from airflow_provider_sm_prefs.plugin.stats import Filters
 
-NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 FILTERS = Filters(since=NOW - timedelta(days=30), until=NOW)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.stats import WAIT_BINS, Entry, Filters, dedupe, percentile, summarize
 
-DAY = datetime(2026, 11, 1, tzinfo=UTC)
+DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
 PREFS = [{"instance_type": t} for t in (G6, G5, P4D)]
 

@@ -318,7 +318,7 @@ def test_waiting_progress_is_logged_from_the_listing(sm: Any, capsys: pytest.Cap
     creation = created_at(sm, "quiet")
 
     async def main() -> None:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(first_event(trigger("quiet", creation_time=creation)), 2.0)
 
     before = sm.stats()["operations"].get("DescribeTrainingJob", 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -86,7 +86,7 @@ def test_the_credit_is_capped_and_a_debt_delays_the_next_pass() -> None:
 
 
 def test_cohort_windows_skip_the_jobs_created_between_and_after_the_waiters() -> None:
-    t0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    t0 = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
     margin = WINDOW_MARGIN
     # One nightly cohort over 10 minutes, another three hours later: two windows, nothing in between.
     nightly = [t0 + timedelta(minutes=m) for m in range(0, 11, 2)]
@@ -100,7 +100,7 @@ def test_cohort_windows_skip_the_jobs_created_between_and_after_the_waiters() ->
 
 
 def test_cohort_windows_merge_the_closest_beyond_the_limit() -> None:
-    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
     # MAX_WINDOWS + 2 lone waiters an hour apart, except two pairs only 20 minutes apart: those merge.
     hours = [t0 + timedelta(hours=h) for h in range(MAX_WINDOWS + 2)]
     created = [*hours, hours[1] + timedelta(minutes=20), hours[4] + timedelta(minutes=20)]
