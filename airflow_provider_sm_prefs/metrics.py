@@ -37,18 +37,18 @@ _FAILURE_COUNTERS = {
 def emit(record: CapacityRecord) -> None:
     """Send the metrics of one try's record; a metrics backend that fails never fails the task."""
     try:
-        from airflow.sdk.observability import stats
+        from airflow_provider_sm_prefs.compat import Stats
 
         tags = {"dag_id": record.dag_id, "task_id": record.task_id, "job_kind": record.job_kind}
         if record.failure_kind is None and record.selected_instance_type:
             tags |= {"instance_type": record.selected_instance_type, "rank": str(record.preference_rank)}
-            stats.timing(
+            Stats.timing(
                 f"{PREFIX}.time_to_capacity", timedelta(seconds=record.pending_seconds or 0), tags=tags
             )
-            stats.incr(f"{PREFIX}.selected", tags=tags)
+            Stats.incr(f"{PREFIX}.selected", tags=tags)
             if record.fell_back:
-                stats.incr(f"{PREFIX}.fallback", tags=tags)
+                Stats.incr(f"{PREFIX}.fallback", tags=tags)
         elif record.failure_kind in _FAILURE_COUNTERS:
-            stats.incr(_FAILURE_COUNTERS[record.failure_kind], tags=tags)
+            Stats.incr(_FAILURE_COUNTERS[record.failure_kind], tags=tags)
     except Exception:
         log.warning("Could not send capacity metrics", exc_info=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_sm_prefs import metrics
+from airflow_provider_sm_prefs.compat import TaskDeferred
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord, TaskInstanceRef

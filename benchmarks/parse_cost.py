@@ -59,7 +59,10 @@ def child(dag_file: Path, operator_module: str, repeat: int) -> dict[str, Any]:
     import importlib
 
     t0 = time.perf_counter()
-    from airflow.dag_processing.dagbag import DagBag
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+    except ImportError:  # Airflow before 3.3
+        from airflow.models.dagbag import DagBag  # type: ignore[no-redef]
 
     t1 = time.perf_counter()
     importlib.import_module(operator_module)

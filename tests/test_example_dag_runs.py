@@ -20,7 +20,7 @@ DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
 
 @pytest.fixture(scope="module")
 def example_dags() -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from tests.airflow_versions import DagBag
 
     bag = DagBag(str(DAGS))
     assert not bag.import_errors

@@ -21,7 +21,7 @@ _PARSE_OFFLINE = textwrap.dedent(
     socket.socket.connect = refuse
     socket.socket.connect_ex = refuse
     socket.create_connection = lambda address, *a, **k: refuse(None, address)
-    from airflow.dag_processing.dagbag import DagBag
+    from tests.airflow_versions import DagBag
     bag = DagBag(sys.argv[1])
     print("DAGS", sorted(bag.dag_ids))
     print("ERRORS", dict(bag.import_errors))
@@ -69,7 +69,7 @@ def test_invalid_literal_preferences_fail_the_dag_import(tmp_path: Path) -> None
             """
         )
     )
-    from airflow.dag_processing.dagbag import DagBag
+    from tests.airflow_versions import DagBag
 
     bag = DagBag(str(tmp_path))
     assert list(bag.import_errors) == [str(bad)]

@@ -162,7 +162,9 @@ def test_an_unreachable_store_raises_on_load_and_is_nothing_known_on_the_kill_pa
 def test_no_other_module_knows_the_state_key_or_reaches_the_task_state_store() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "job_state.py" or "testing" in path.relative_to(PACKAGE).parts:
+        relative = path.relative_to(PACKAGE).parts
+        # compat/__init__.py is the backend that stands in for the task state store before Airflow 3.3.
+        if path.name == "job_state.py" or "testing" in relative or relative == ("compat", "__init__.py"):
             continue
         text = path.read_text()
         if re.search(rf"[\"']{STATE_KEY}[\"']|\bSTATE_KEY\b|task_state_store", text):

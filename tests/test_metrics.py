@@ -11,16 +11,20 @@ from collections.abc import Iterator
 import pytest
 
 EMIT = r"""
-from airflow.sdk.observability import stats
-from airflow.sdk.observability.metrics import stats_utils
+try:
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+except ImportError:  # Airflow before 3.2: airflow.stats configures itself from [metrics] on first use
+    stats = None
 
 from airflow_provider_sm_prefs import metrics
 from airflow_provider_sm_prefs.domain.exceptions import CapacityTimeoutError, QuotaExceededError
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import CapacityRecord, TaskInstanceRef
 
-# What the task runner does at start-up with the [metrics] configuration.
-stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+# What the task runner does at start-up with the [metrics] configuration (Airflow 3.2 and later).
+if hasattr(stats, "initialize"):
+    stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
 ti = TaskInstanceRef("nightly", "train", "manual__1")
 outcome = CapacityOutcome(
     job_name="j", job_kind="training", job_arn=None, selected_instance_type="ml.g5.48xlarge",

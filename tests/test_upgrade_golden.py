@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.module_loading import import_string
 
 from airflow_provider_sm_prefs.domain.events import CapacityEvent
 from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
@@ -30,6 +29,7 @@ from airflow_provider_sm_prefs.operators.escalation import Escalation
 from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+from tests.airflow_versions import import_string
 
 GOLDEN = Path(__file__).parent / "golden"
 REQUIRED_OUTCOME_FIELDS = [
@@ -136,7 +136,7 @@ def _serialized_now() -> dict[str, Any]:
     """This release's serialized form of the DAG the golden file was written from."""
     import importlib.util
 
-    from airflow.serialization.serialized_objects import DagSerialization
+    from tests.airflow_versions import DagSerialization
 
     spec = importlib.util.spec_from_file_location("sm_prefs_golden_dag", GOLDEN / "sm_prefs_golden_dag.py")
     assert spec is not None and spec.loader is not None
@@ -154,7 +154,7 @@ def _comparable(data: dict[str, Any]) -> dict[str, Any]:
 def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release_writes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from airflow.serialization.serialized_objects import DagSerialization
+    from tests.airflow_versions import DagSerialization
 
     # Loaded as the api-server loads it to show links (SerializedDagModel sets this class-wide flag
     # from each load's load_op_links, so an earlier dag.test() in the process may have left it off).

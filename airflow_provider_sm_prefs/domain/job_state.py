@@ -12,16 +12,17 @@ earlier release wrote (one migration path, :func:`_migrate`), and returns None f
 read, so an unreadable entry makes a try start afresh rather than fail.
 
 Where the entry lives is the store's business: :meth:`JobStateStore.of` takes the task's state store
-from the context (``task_state_store``). A deployment without one gets a store that keeps nothing, and
-the callers behave as on a first try.
+from the context (``task_state_store``, Airflow 3.3); before 3.3 the compatibility module installs a
+:attr:`JobStateStore.fallback` that keeps it in an Airflow Variable. A context with neither gets a store
+that keeps nothing, and the callers behave as on a first try.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +175,20 @@ class JobStateStore:
     :param backend: the task's state store (``context["task_state_store"]``); None keeps nothing.
     """
 
+    #: Where a context has no ``task_state_store`` (Airflow before 3.3): the backend of the context's task
+    #: instance. Set by the provider's compatibility module (``airflow_provider_sm_prefs.compat``).
+    fallback: ClassVar[Callable[[Mapping[str, Any]], KeyValueStore | None] | None] = None
+
     def __init__(self, backend: KeyValueStore | None) -> None:
         self.backend = backend
 
     @classmethod
     def of(cls, context: Mapping[str, Any]) -> JobStateStore:
         """The job state store of the task whose context this is."""
-        return cls(context.get("task_state_store"))
+        backend = context.get("task_state_store")
+        if backend is None and cls.fallback is not None:
+            backend = cls.fallback(context)
+        return cls(backend)
 
     @property
     def keeps_state(self) -> bool:

@@ -15,8 +15,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError, PreflightError
 from airflow_provider_sm_prefs.domain.guardrails import (
     GuardrailReport,

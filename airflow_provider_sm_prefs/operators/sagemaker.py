@@ -23,9 +23,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
+from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus, event_from_describe
 from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport

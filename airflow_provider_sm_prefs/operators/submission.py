@@ -16,9 +16,9 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
 from botocore.exceptions import ClientError
 
+from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain.exceptions import JobStoppedError
 from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind

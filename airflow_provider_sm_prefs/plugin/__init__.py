@@ -3,7 +3,7 @@
 Registered through the ``airflow.plugins`` entry point, so it is listed by ``airflow plugins`` and the
 api-server mounts its FastAPI app (:mod:`.api`) under ``/sm-prefs``. It adds a "SageMaker capacity"
 item to the Browse menu and a "Capacity" tab on each DAG and task, both showing the page filtered to
-that DAG or task. The app is imported on its first request, not when Airflow loads plugins, so
+that DAG or task (Airflow 3.1 and later; Airflow 3.0 lists the page under its Plugins menu). The app is imported on its first request, not when Airflow loads plugins, so
 schedulers and task processes that load plugins for other reasons do not pay for it.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_provider_sm_prefs.compat import EXTERNAL_VIEWS
 from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX, capacity_page_path
 
 __all__ = ["URL_PREFIX", "SageMakerCapacityPlugin", "capacity_page_path"]
@@ -35,24 +36,30 @@ class SageMakerCapacityPlugin(AirflowPlugin):
 
     name = "sm_prefs_capacity"
     fastapi_apps = [{"app": _App(), "url_prefix": URL_PREFIX, "name": "SageMaker capacity"}]
-    external_views = [
-        {
-            "name": "SageMaker capacity",
-            "href": capacity_page_path(),
-            "url_route": "sm-prefs-capacity",
-            "category": "browse",
-            "destination": "nav",
-        },
-        {
-            "name": "Capacity",
-            "href": capacity_page_path() + "?dag_id={DAG_ID}",
-            "url_route": "sm-prefs-capacity-dag",
-            "destination": "dag",
-        },
-        {
-            "name": "Capacity",
-            "href": capacity_page_path() + "?dag_id={DAG_ID}&task_id={TASK_ID}",
-            "url_route": "sm-prefs-capacity-task",
-            "destination": "task",
-        },
-    ]
+    if EXTERNAL_VIEWS:
+        external_views = [
+            {
+                "name": "SageMaker capacity",
+                "href": capacity_page_path(),
+                "url_route": "sm-prefs-capacity",
+                "category": "browse",
+                "destination": "nav",
+            },
+            {
+                "name": "Capacity",
+                "href": capacity_page_path() + "?dag_id={DAG_ID}",
+                "url_route": "sm-prefs-capacity-dag",
+                "destination": "dag",
+            },
+            {
+                "name": "Capacity",
+                "href": capacity_page_path() + "?dag_id={DAG_ID}&task_id={TASK_ID}",
+                "url_route": "sm-prefs-capacity-task",
+                "destination": "task",
+            },
+        ]
+    else:
+        # Airflow 3.0 has no external views: its UI lists these links under the Plugins menu.
+        appbuilder_menu_items = [
+            {"name": "SageMaker capacity", "href": capacity_page_path(), "category": "Browse"},
+        ]

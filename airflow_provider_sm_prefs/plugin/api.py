@@ -1,7 +1,7 @@
 """The capacity page's FastAPI app, mounted by Airflow's api-server under :data:`URL_PREFIX`.
 
 Every route authenticates with Airflow's own dependency (``get_user``: the UI's session cookie or a
-``Bearer`` token from ``/auth/token``) and reads only the DAGs the auth manager lets the user read
+``Bearer`` token from ``/auth/token``; on Airflow 3.0 the same token, see ``compat.page``) and reads only the DAGs the auth manager lets the user read
 (``get_authorized_dag_ids``, as the core API's DAG filters do). Without a valid login the JSON routes
 answer 401/403 and the page redirects to Airflow's login.
 
@@ -17,21 +17,20 @@ Routes (under the prefix):
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
 from airflow.configuration import conf
 from airflow.models.dag import DagModel
 from fastapi import Depends, FastAPI, HTTPException, Request, status
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from sqlalchemy import select
 
+from airflow_provider_sm_prefs.compat.page import login_response, optional_user, required_user
 from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX
 from airflow_provider_sm_prefs.plugin.query import dags_with_records, load_entries, with_links
 from airflow_provider_sm_prefs.plugin.stats import Filters, summarize
@@ -45,6 +44,9 @@ DEFAULT_RANGE = timedelta(days=30)
 MAX_RANGE = timedelta(days=731)
 MAX_PAGE_SIZE = 200
 _TASK_ID = re.compile(r"^[\w.-]{1,250}$")
+
+#: Airflow's login, as each supported Airflow reads it (airflow_provider_sm_prefs.compat.page).
+GetUserDep = Annotated[Any, Depends(required_user)]
 
 
 def _readable_dag_ids(user: GetUserDep) -> set[str]:
@@ -76,7 +78,7 @@ def _parse_time(parameter: str, raw: str | None) -> datetime | None:
         raise _bad(
             parameter, f"{raw!r} is not an ISO 8601 date or time; use e.g. 2026-11-01 or 2026-11-01T02:00:00Z"
         ) from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def _parse_int(parameter: str, raw: str | None, default: int, low: int, high: int | None) -> int:
@@ -97,7 +99,7 @@ def parse_filters(params: dict[str, str], now: datetime | None = None) -> Filter
     unknown = sorted(set(params) - {"since", "until", "dag_id", "task_id", "page", "page_size"})
     if unknown:
         raise _bad(unknown[0], "unknown parameter; use since, until, dag_id, task_id, page or page_size")
-    until = _parse_time("until", params.get("until")) or (now or datetime.now(UTC))
+    until = _parse_time("until", params.get("until")) or (now or datetime.now(timezone.utc))
     since = _parse_time("since", params.get("since")) or until - DEFAULT_RANGE
     if since >= until:
         raise _bad("since", f"{since.isoformat()} is not before until ({until.isoformat()})")
@@ -149,29 +151,19 @@ def filters(session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
     return {"dags": [{"dag_id": dag_id, "tasks": tasks} for dag_id, tasks in dags.items()]}
 
 
-async def _optional_user(
-    request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
-) -> Any:
-    try:
-        return await get_user(request, None, bearer)
-    except HTTPException:
-        return None
-
-
 @app.get("/", response_class=HTMLResponse, response_model=None)
-def page(request: Request, user: Annotated[Any, Depends(_optional_user)]) -> Response:
+def page(request: Request, user: Annotated[Any, Depends(optional_user)]) -> Response:
     """The capacity page; a visitor who is not logged in is sent to Airflow's login first."""
     if user is None:
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        login = get_auth_manager().get_url_login(next_url=here)
-        return RedirectResponse(login, status_code=status.HTTP_307_TEMPORARY_REDIRECT)
+        return login_response(request, here, get_auth_manager().get_url_login(next_url=here))
     root = request.scope.get("root_path", "").rstrip("/")
     html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
     html = html.replace("{{BASE}}", f"{root}/")
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
-@app.get("/static/{name:path}", dependencies=[Depends(get_user)])
+@app.get("/static/{name:path}", dependencies=[Depends(required_user)])
 def static(name: str) -> FileResponse:
     """The page's script, style and the bundled charting library (for logged-in users only)."""
     path = (STATIC_DIR / name).resolve()

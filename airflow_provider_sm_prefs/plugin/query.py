@@ -19,8 +19,9 @@ from typing import Any
 
 from airflow.models.dagrun import DagRun
 from airflow.models.xcom import XComModel
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Select  # SQLAlchemy 1.4 (Airflow 3.0) has it here only
 
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord
 from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink, job_urls

@@ -12,8 +12,8 @@ from typing import Any
 from warnings import warn
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
 from airflow_provider_sm_prefs.domain.kinds import JobKind

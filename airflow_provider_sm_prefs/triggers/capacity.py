@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from functools import cached_property, partial
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
 from airflow_provider_sm_prefs.domain.exceptions import JobFailedError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
@@ -28,9 +29,9 @@ from airflow_provider_sm_prefs.domain.status import (
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
-from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
+from airflow_provider_sm_prefs.triggers.kill import stop_unless_moved
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
@@ -180,10 +181,18 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return JobKind(self.job_kind)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        async for event in self._wait():
-            await hold_after_deferral(self.log, self.job_name, self.deferred_at, self.min_defer_seconds)
-            yield event
-            return
+        try:
+            async for event in self._wait():
+                await hold_after_deferral(self.log, self.job_name, self.deferred_at, self.min_defer_seconds)
+                yield event
+                return
+        except asyncio.CancelledError:
+            if not TRIGGER_ON_KILL:
+                # Before Airflow 3.3 the triggerer has no on_kill: cancelling run is all it does when the
+                # task is marked, cleared or moved to another triggerer, or the triggerer stops. Only a
+                # task read as ended (failed, success...) stops the job here.
+                await self._kill(stop_if_unknown=False)
+            raise
 
     async def _wait(self) -> AsyncIterator[TriggerEvent]:
         # Nothing heavy before the first await: a triggerer (re)start runs a thousand of these in one
@@ -468,30 +477,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         until the trigger has finished, which would cancel an ``on_kill`` still reading the state or
         stopping the job (silently: the triggerer swallows it).
         """
-        if not self.stop_job_on_kill:
-            return
-        work = asyncio.ensure_future(self._stop_unless_moved())
-        _KILLS.add(work)
-        work.add_done_callback(_KILLS.discard)
-        await asyncio.shield(work)
+        await self._kill(stop_if_unknown=True)
 
-    async def _stop_unless_moved(self) -> None:
-        if await current_state_async(getattr(self, "task_instance", None)) == "deferred":
-            self.log.info(
-                "Trigger of %s cancelled while its task is still deferred: another triggerer took it over; "
-                "the job keeps running",
-                self.job_name,
-            )
-            return
-        hook = self.hook
-        async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]
-            await hook.stop_job_async(client, self.kind, self.job_name)
-        self.log.info("Stopped %s: its task was marked or cleared", self.job_name)
-
-
-#: on_kill work in flight, referenced until done (a shielded task outlives its cancelled awaiter).
-_KILLS: set[asyncio.Future[None]] = set()
+    async def _kill(self, stop_if_unknown: bool) -> None:
+        if self.stop_job_on_kill:
+            await stop_unless_moved(self, self.kind, stop_if_unknown)
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)

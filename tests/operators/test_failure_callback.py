@@ -129,7 +129,7 @@ def test_operators_carry_the_callback_next_to_the_users_one() -> None:
 
 def test_mapped_tasks_carry_it_too_so_the_scheduler_sends_the_callback() -> None:
     """``.partial()`` never calls __init__ at parse time: it takes the callback from __init__'s default."""
-    from airflow.serialization.serialized_objects import DagSerialization
+    from tests.airflow_versions import DagSerialization
 
     with DAG("cb_mapped", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         SageMakerPreferenceTrainingOperator.partial(

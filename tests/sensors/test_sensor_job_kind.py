@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
 
@@ -50,7 +50,7 @@ def test_job_type_and_job_kind_together_is_an_error() -> None:
 
 def test_a_dag_serialized_with_job_type_still_deserializes() -> None:
     """What a DAG of the previous release left in the metadata database: ``job_type`` as template field."""
-    from airflow.serialization.serialized_objects import DagSerialization
+    from tests.airflow_versions import DagSerialization
 
     with DAG("sensor_job_kind", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         sensor(job_kind="processing")

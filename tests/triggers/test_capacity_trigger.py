@@ -196,7 +196,7 @@ def test_on_kill_cancelled_again_while_at_work_still_stops_the_job(
 
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_provider_sm_prefs.triggers import capacity
+    from airflow_provider_sm_prefs.triggers import kill
 
     def slow_states(**criteria: Any) -> dict[str, Any]:
         time.sleep(0.5)
@@ -212,7 +212,7 @@ def test_on_kill_cancelled_again_while_at_work_still_stops_the_job(
         killing.cancel()
         with pytest.raises(asyncio.CancelledError):
             await killing
-        await asyncio.gather(*capacity._KILLS)
+        await asyncio.gather(*kill.KILLS)
 
     asyncio.run(main())
     assert sm.job("recancelled")["status"] in ("Stopping", "Stopped")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -60,10 +60,10 @@ def test_an_event_right_after_the_deferral_is_held_until_the_dwell_has_passed(
     fast_job: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Long enough that the job's first look (a new client, a busy machine) comes well within it.
-    deferred = datetime.now(UTC)
+    deferred = datetime.now(timezone.utc)
     event, _ = timed_event(trigger(fast_job, deferred, 15.0))
     assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G6
-    assert (datetime.now(UTC) - deferred).total_seconds() >= 15.0
+    assert (datetime.now(timezone.utc) - deferred).total_seconds() >= 15.0
     # The outcome is SageMaker's, unchanged by the hold: no pending time added.
     assert event["outcome"]["pending_seconds"] < 60
     out = capsys.readouterr().out
@@ -71,21 +71,21 @@ def test_an_event_right_after_the_deferral_is_held_until_the_dwell_has_passed(
 
 
 def test_without_a_dwell_the_same_event_comes_at_once(fast_job: str) -> None:
-    event, took = timed_event(trigger(fast_job, datetime.now(UTC), 0))
+    event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc), 0))
     assert event["status"] == "success"
     assert took < 1.5
 
 
 def test_a_wait_longer_than_the_dwell_is_not_delayed(fast_job: str) -> None:
     # Deferred a minute ago (a triggerer restart, or a job that waited): nothing left to hold.
-    event, took = timed_event(trigger(fast_job, datetime.now(UTC) - timedelta(minutes=1), 30.0))
+    event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc) - timedelta(minutes=1), 30.0))
     assert event["status"] == "success"
     assert took < 5
 
 
 def test_a_deferral_stamped_in_the_future_holds_no_longer_than_the_dwell(fast_job: str) -> None:
     # The worker's clock an hour ahead of the triggerer's: the hold is still bounded by the dwell.
-    event, took = timed_event(trigger(fast_job, datetime.now(UTC) + timedelta(hours=1), 1.0))
+    event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc) + timedelta(hours=1), 1.0))
     assert event["status"] == "success"
     assert 0.9 <= took < 5
 
@@ -100,7 +100,7 @@ def test_a_trigger_serialized_without_a_deferral_time_holds_nothing(fast_job: st
 
 
 def test_the_deferral_kwargs_survive_serialization() -> None:
-    at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    at = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
     _, kwargs = trigger("x", at, 7.5).serialize()
     assert kwargs["deferred_at"] == at.isoformat() and kwargs["min_defer_seconds"] == 7.5
     rebuilt = SageMakerCapacityTrigger(**kwargs)
@@ -144,8 +144,7 @@ def test_the_sensor_stamps_its_deferral(
     configured: str | None,
     expected: float | None,
 ) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
-
+    from airflow_provider_sm_prefs.compat import TaskDeferred
     from airflow_provider_sm_prefs.sensors.capacity import SageMakerCapacitySensor
 
     sm.load_scenario({"time_scale": 1, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
@@ -155,9 +154,9 @@ def test_the_sensor_stamps_its_deferral(
     else:
         monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", configured)
     sensor = SageMakerCapacitySensor(task_id="watch", job_name="watched", min_defer_seconds=given)
-    before = datetime.now(UTC)
+    before = datetime.now(timezone.utc)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})  # type: ignore[arg-type]
     _, kwargs = deferred.value.trigger.serialize()
     assert kwargs["min_defer_seconds"] == expected
-    assert before <= datetime.fromisoformat(kwargs["deferred_at"]) <= datetime.now(UTC)
+    assert before <= datetime.fromisoformat(kwargs["deferred_at"]) <= datetime.now(timezone.utc)

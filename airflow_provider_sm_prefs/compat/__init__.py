@@ -1,0 +1,145 @@
+"""Every difference between the Airflow 3 minors the provider runs on (3.0 to 3.3), in one place.
+
+The rest of the package imports the names below (and the capacity page's login from :mod:`.page`, which
+only the api-server loads) and never asks which Airflow it runs on. Where
+``apache-airflow-providers-common-compat`` already offers a shim it is used; the rest is here:
+
+=================================  ==========================================  ===========================
+mechanism                          3.3                                         before
+=================================  ==========================================  ===========================
+exceptions, ``Context``, metrics   ``airflow.sdk``                             common-compat's ``sdk`` shim
+task state store (job state)       ``context["task_state_store"]``             one Airflow Variable per
+                                                                               task instance
+                                                                               (:class:`VariableStateStore`)
+``BaseTrigger.on_kill``            called by the triggerer                     the trigger runs the same
+                                                                               code when its ``run`` is
+                                                                               cancelled (:data:`TRIGGER_ON_KILL`)
+UI links to the capacity page      ``external_views`` (3.1+)                   a "Plugins" menu item (3.0)
+page login (:mod:`.page`)          the api-server's ``get_user`` (3.1+)        the UI's token, read from
+                                                                               the header or a page cookie
+                                                                               (3.0)
+=================================  ==========================================  ===========================
+
+docs/compatibility.md is the user's side of this table: what each minor gives and what it loses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowFailException, Stats, TaskDeferred
+from airflow.providers.common.compat.version_compat import (
+    AIRFLOW_V_3_1_PLUS,
+    AIRFLOW_V_3_2_PLUS,
+    AIRFLOW_V_3_3_PLUS,
+)
+
+from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobStateStore
+
+__all__ = [
+    "AIRFLOW_V_3_1_PLUS",
+    "AIRFLOW_V_3_2_PLUS",
+    "AIRFLOW_V_3_3_PLUS",
+    "EXTERNAL_VIEWS",
+    "TRIGGER_ON_KILL",
+    "AirflowFailException",
+    "Stats",
+    "TaskDeferred",
+    "VariableStateStore",
+    "variable_key",
+]
+
+log = logging.getLogger(__name__)
+
+#: Whether the triggerer calls ``BaseTrigger.on_kill`` (Airflow 3.3). Before, a trigger runs its kill
+#: path itself when the triggerer cancels its ``run`` (the task was marked, cleared, or moved).
+TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
+
+#: Whether plugins can add ``external_views`` (nav, DAG and task tabs) to the UI (Airflow 3.1).
+EXTERNAL_VIEWS = AIRFLOW_V_3_1_PLUS
+
+#: Airflow's Variable keys are at most 250 characters.
+_MAX_KEY = 250
+
+
+def variable_key(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The Variable that keeps one task instance's job state where Airflow has no task state store.
+
+    Readable where it fits (``sm_prefs_job/<dag_id>/<task_id>/<map_index>/<run_id>``); a digest of the
+    same where the ids are too long for a Variable key.
+    """
+    key = f"{STATE_KEY}/{dag_id}/{task_id}/{map_index}/{run_id}"
+    if len(key) <= _MAX_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    return f"{STATE_KEY}/{dag_id[:100]}/{digest}"
+
+
+class VariableStateStore:
+    """A task instance's key-value state in one Airflow Variable (Airflow 3.0 to 3.2).
+
+    The task state store of Airflow 3.3 keeps the job state across a task's tries and clears; before 3.3
+    a Variable does, read and written through the Task SDK (task process, triggerer and DAG processor
+    all serve it). It holds the job name, ARN and submission bookkeeping, never credentials. A failed
+    write raises: submit-once must not go on believing the name is recorded when it is not.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def _all(self) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+        from airflow.sdk.execution_time.context import _get_variable
+
+        try:
+            value = _get_variable(self.key, deserialize_json=False)
+        except AirflowRuntimeError as err:
+            if err.error.error == ErrorType.VARIABLE_NOT_FOUND:
+                return {}
+            raise
+        try:
+            data = json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            log.warning("Variable %s does not hold JSON; treating it as empty", self.key)
+            return {}
+        return dict(data) if isinstance(data, Mapping) else {}
+
+    def get(self, key: str) -> Any:
+        return self._all().get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        from airflow.sdk.execution_time.context import _set_variable
+
+        data = self._all()
+        data[key] = value
+        _set_variable(
+            self.key,
+            json.dumps(data, sort_keys=True),
+            "SageMaker job state of one task instance (airflow-provider-sm-prefs)",
+            serialize_json=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"VariableStateStore({self.key!r})"
+
+
+def variable_state_store(context: Mapping[str, Any]) -> VariableStateStore | None:
+    """The Variable-backed store of the task instance whose context this is; None without one."""
+    ti = context.get("ti") or context.get("task_instance")
+    dag_id, run_id, task_id = (getattr(ti, name, None) for name in ("dag_id", "run_id", "task_id"))
+    if not (isinstance(dag_id, str) and isinstance(run_id, str) and isinstance(task_id, str)):
+        return None
+    if not (dag_id and run_id and task_id):
+        return None
+    map_index = getattr(ti, "map_index", None)
+    return VariableStateStore(
+        variable_key(dag_id, run_id, task_id, -1 if map_index is None else int(map_index))
+    )
+
+
+if not AIRFLOW_V_3_3_PLUS:
+    JobStateStore.fallback = variable_state_store
