@@ -6,13 +6,18 @@ RUN := $(UV) run --frozen --extra testing
 # The SageMaker Python SDK cannot share .venv with apache-airflow 3.3 (sagemaker-core pins
 # importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
 SDK_VENV := build/sdk-venv
+# Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
+PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv test lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser clean
+.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
 	@echo "make test     - install, then run the whole test suite"
 	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
+	@echo "make compat   - the version matrix: the whole non-e2e suite on Airflow 3.0, 3.1, 3.2 and 3.3, and the core e2e scenarios on 3.0 and 3.3"
+	@echo "make compat-oldest - the matrix's oldest cell (Airflow 3.0 on Python 3.10, lowest dependency bounds): suite and core e2e"
+	@echo "make compat-3.1 - the non-e2e suite in compat/airflow-3.1's locked environment (likewise 3.0, 3.2)"
 	@echo "make lint     - ruff and mypy"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
@@ -43,6 +48,35 @@ sdk-venv: $(SDK_VENV)/.installed
 
 test: install sdk-venv
 	$(RUN) pytest -m "not e2e"
+
+# The version matrix. The newest minor (3.3) is the project's own .venv (uv.lock); every older one has its
+# own locked environment under compat/airflow-<minor>/ (pyproject.toml, uv.lock, .python-version) with the
+# provider installed from this checkout.
+COMPAT_MINORS := 3.0 3.1 3.2
+OLDEST_MINOR := 3.0
+# The e2e scenarios every minor must pass: REST trigger -> submit -> defer -> XCom, a kill stops the job,
+# a retry reattaches, the capacity page behind a login (marker "core").
+E2E_CORE := -m "e2e and core" tests/e2e
+
+compat/airflow-%/.venv/.installed: compat/airflow-%/pyproject.toml compat/airflow-%/uv.lock compat/airflow-%/.python-version pyproject.toml | install
+	cd compat/airflow-$* && $(abspath $(VENV))/bin/uv sync --frozen
+	@touch $@
+
+compat-env-%: compat/airflow-%/.venv/.installed
+	@true
+
+compat-%: compat/airflow-%/.venv/.installed sdk-venv
+	compat/airflow-$*/.venv/bin/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+compat-e2e-%: compat/airflow-%/.venv/.installed postgres browser
+	compat/airflow-$*/.venv/bin/python -m pytest $(E2E_CORE)
+
+e2e-core: install postgres browser
+	$(RUN) pytest $(E2E_CORE)
+
+compat-oldest: compat-$(OLDEST_MINOR) compat-e2e-$(OLDEST_MINOR)
+
+compat: $(addprefix compat-,$(COMPAT_MINORS)) test compat-e2e-$(OLDEST_MINOR) e2e-core
 
 postgres:
 	.ci/postgres.sh

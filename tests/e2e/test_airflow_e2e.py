@@ -19,7 +19,6 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from e2e_support import (
 
 from airflow_provider_sm_prefs.domain.lineage import FACET_NAME
 from airflow_provider_sm_prefs.domain.outcome import XComKey
+from airflow_provider_sm_prefs.domain.status import from_iso
 from harness.config import (
     FAKE_ACCESS_KEY_ID,
     FAKE_SECRET_ACCESS_KEY,
@@ -79,6 +79,7 @@ E2E_ENV = {
 # -- 1. the nightly example: first choice scarce, fall back, downstream reads the outcome -------------------
 
 
+@pytest.mark.core
 def test_nightly_run_falls_back_to_the_second_entry_and_downstream_reads_the_outcome(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
@@ -223,6 +224,7 @@ def test_triggerer_killed_while_20_tasks_wait_loses_no_job_and_no_pending_time(
 # -- 3. the task process killed right after CreateTrainingJob ------------------------------------------------
 
 
+@pytest.mark.core
 def test_task_process_killed_right_after_create_retries_and_reattaches(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
@@ -282,6 +284,7 @@ def test_task_process_killed_right_after_create_retries_and_reattaches(
 # -- 4. a user marks a deferred task failed ------------------------------------------------------------------
 
 
+@pytest.mark.core
 def test_marking_a_deferred_task_failed_stops_its_job_within_30_seconds(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
@@ -426,7 +429,7 @@ _HOLD = re.compile(
 
 
 def _iso(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return from_iso(text).timestamp()
 
 
 def _deferral_timings(af: LocalAirflow, run_id: str, names: list[str]) -> tuple[list[float], list[float]]:

@@ -133,6 +133,7 @@ def tiles(browser: Any) -> dict[str, str]:
     }
 
 
+@pytest.mark.core
 def test_login_the_page_a_dag_filter_and_a_job(airflow: LocalAirflow, history: Any, browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -191,6 +192,7 @@ def test_login_the_page_a_dag_filter_and_a_job(airflow: LocalAirflow, history: A
     browser.save_screenshot(str(SCREENSHOTS / "4-job.png"))
 
 
+@pytest.mark.core
 def test_nothing_without_a_login_and_only_readable_dags(airflow: LocalAirflow, history: Any) -> None:
     api = f"{airflow.api_url}/sm-prefs"
     for path in ("/api/capacity", "/api/filters", "/static/capacity.js"):
@@ -244,6 +246,7 @@ def test_junk_under_the_key_is_skipped_and_counted(airflow: LocalAirflow, histor
     assert summary["skipped_records"] == 1 and summary["jobs"] == 60
 
 
+@pytest.mark.core
 def test_the_running_airflow_lists_the_plugin_and_its_views(airflow: LocalAirflow) -> None:
     plugins = {p["name"]: p for p in airflow.api("GET", "/api/v2/plugins")["plugins"]}
     views = {v["destination"]: v for v in plugins["sm_prefs_capacity"]["external_views"]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,11 @@ def assert_succeeded_with_its_job(airflow: LocalAirflow, dag_id: str, run_id: st
     return outcome
 
 
-@pytest.mark.parametrize("logical_date", [None, "given"], ids=["null-logical-date", "with-logical-date"])
+@pytest.mark.parametrize(
+    "logical_date",
+    [pytest.param(None, marks=pytest.mark.core), "given"],
+    ids=["null-logical-date", "with-logical-date"],
+)
 def test_every_example_dag_succeeds_when_triggered_through_the_rest_api(
     airflow: LocalAirflow, logical_date: str | None
 ) -> None:
@@ -87,7 +91,7 @@ def test_every_example_dag_succeeds_when_triggered_through_the_rest_api(
         if dag_id == SENSOR:
             conf["job_name"] = f"external-{logical_date or 'null'}-{int(time.time())}"
             external_job(airflow, conf["job_name"])
-        when = datetime.now(UTC) if logical_date else None
+        when = datetime.now(timezone.utc) if logical_date else None
         run_id = airflow.trigger_dag(dag_id, conf=conf, logical_date=when)
         run = airflow.dag_run(dag_id, run_id)
         assert (run["logical_date"] is None) is (logical_date is None), run
