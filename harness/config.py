@@ -242,6 +242,9 @@ class DeploymentConfig:
                 "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(64),
                 "AIRFLOW__API__EXPOSE_CONFIG": "True",
                 "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
+                # Airflow 3.0 signs UI and REST tokens with an empty issuer list when none is set, which
+                # PyJWT 2.10 and later refuse ("Issuer (iss) must be a string"): every login fails.
+                "AIRFLOW__API_AUTH__JWT_ISSUER": "sm-prefs-local-airflow",
                 "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
                 # Pick up DAG files quickly; re-parse each file at most every 30 s (parsing costs CPU).
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",

@@ -40,13 +40,13 @@ def test_the_job_state_fallback_is_installed_exactly_where_there_is_no_task_stat
     assert compat.TRIGGER_ON_KILL is compat.AIRFLOW_V_3_3_PLUS
 
 
-def test_a_variable_key_is_readable_and_never_longer_than_airflow_allows() -> None:
-    assert compat.variable_key("nightly", "scheduled__2026-12-01", "train", -1) == (
-        f"{STATE_KEY}/nightly/train/-1/scheduled__2026-12-01"
-    )
+def test_a_variable_key_names_the_dag_fits_the_variable_route_and_airflows_limit() -> None:
+    key = compat.variable_key("nightly", "scheduled__2026-12-01T00:00:00+00:00", "group.train", -1)
+    assert key.startswith(f"{STATE_KEY}.nightly.") and "/" not in key
+    assert key != compat.variable_key("nightly", "scheduled__2026-12-01T00:00:00+00:00", "group.train", 0)
+    assert key != compat.variable_key("nightly", "scheduled__2026-12-02T00:00:00+00:00", "group.train", -1)
     long = compat.variable_key("d" * 250, "r" * 250, "t" * 250, 3)
-    assert len(long) <= 250 and long.startswith(f"{STATE_KEY}/{'d' * 100}/")
-    assert long != compat.variable_key("d" * 250, "r" * 250, "t" * 250, 4)
+    assert len(long) <= 250 and "/" not in long
 
 
 def test_no_variable_store_without_a_task_instance() -> None:
@@ -55,7 +55,8 @@ def test_no_variable_store_without_a_task_instance() -> None:
     store = compat.variable_state_store(
         {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=None)}
     )
-    assert store is not None and store.key == f"{STATE_KEY}/d/t/-1/r"
+    assert store is not None and store.key == compat.variable_key("d", "r", "t", -1)
+    assert store.description.startswith("SageMaker job state of d.t, run r")
 
 
 class _Channel:
@@ -97,9 +98,10 @@ def test_the_variable_store_keeps_a_job_state_across_store_objects(monkeypatch: 
         1,
         2,
     )
-    stored = json.loads(channel.values[f"{STATE_KEY}/nightly/train/2/manual__1"])
+    key = compat.variable_key("nightly", "manual__1", "train", 2)
+    stored = json.loads(channel.values[key])
     assert stored[STATE_KEY]["job_name"] == "nightly-train"
-    channel.values[f"{STATE_KEY}/nightly/train/2/manual__1"] = "not json"
+    channel.values[key] = "not json"
     assert again.load() is None  # junk reads as nothing, never raises
 
 

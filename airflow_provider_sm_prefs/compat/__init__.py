@@ -14,7 +14,7 @@ task state store (job state)       ``context["task_state_store"]``             o
 ``BaseTrigger.on_kill``            called by the triggerer                     the trigger runs the same
                                                                                code when its ``run`` is
                                                                                cancelled (:data:`TRIGGER_ON_KILL`)
-UI links to the capacity page      ``external_views`` (3.1+)                   a "Plugins" menu item (3.0)
+UI links to the capacity page      ``external_views`` (3.1+)                   none: by URL and extra link
 page login (:mod:`.page`)          the api-server's ``get_user`` (3.1+)        the UI's token, read from
                                                                                the header or a page cookie
                                                                                (3.0)
@@ -62,21 +62,17 @@ TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
 #: Whether plugins can add ``external_views`` (nav, DAG and task tabs) to the UI (Airflow 3.1).
 EXTERNAL_VIEWS = AIRFLOW_V_3_1_PLUS
 
-#: Airflow's Variable keys are at most 250 characters.
-_MAX_KEY = 250
-
 
 def variable_key(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
     """The Variable that keeps one task instance's job state where Airflow has no task state store.
 
-    Readable where it fits (``sm_prefs_job/<dag_id>/<task_id>/<map_index>/<run_id>``); a digest of the
-    same where the ids are too long for a Variable key.
+    ``sm_prefs_job.<dag_id>.<digest>``: the digest (of DAG, task, map index and run) keeps the key within
+    the characters the Task SDK's variable route takes (no ``/``) and within 250 characters; the DAG id
+    lets a user find a DAG's entries, and the Variable's description names the task instance.
     """
-    key = f"{STATE_KEY}/{dag_id}/{task_id}/{map_index}/{run_id}"
-    if len(key) <= _MAX_KEY:
-        return key
-    digest = hashlib.sha256(key.encode()).hexdigest()
-    return f"{STATE_KEY}/{dag_id[:100]}/{digest}"
+    identity = "\n".join((dag_id, task_id, str(map_index), run_id))
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    return f"{STATE_KEY}.{dag_id[:200]}.{digest}"
 
 
 class VariableStateStore:
@@ -88,8 +84,9 @@ class VariableStateStore:
     write raises: submit-once must not go on believing the name is recorded when it is not.
     """
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, description: str = "") -> None:
         self.key = key
+        self.description = description
 
     def _all(self) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
@@ -119,7 +116,7 @@ class VariableStateStore:
         _set_variable(
             self.key,
             json.dumps(data, sort_keys=True),
-            "SageMaker job state of one task instance (airflow-provider-sm-prefs)",
+            self.description or "SageMaker job state of one task instance (airflow-provider-sm-prefs)",
             serialize_json=False,
         )
 
@@ -135,9 +132,11 @@ def variable_state_store(context: Mapping[str, Any]) -> VariableStateStore | Non
         return None
     if not (dag_id and run_id and task_id):
         return None
-    map_index = getattr(ti, "map_index", None)
+    map_index = -1 if getattr(ti, "map_index", None) is None else int(ti.map_index)
+    where = task_id if map_index < 0 else f"{task_id}[{map_index}]"
     return VariableStateStore(
-        variable_key(dag_id, run_id, task_id, -1 if map_index is None else int(map_index))
+        variable_key(dag_id, run_id, task_id, map_index),
+        f"SageMaker job state of {dag_id}.{where}, run {run_id} (airflow-provider-sm-prefs)",
     )
 
 

@@ -3,7 +3,8 @@
 Registered through the ``airflow.plugins`` entry point, so it is listed by ``airflow plugins`` and the
 api-server mounts its FastAPI app (:mod:`.api`) under ``/sm-prefs``. It adds a "SageMaker capacity"
 item to the Browse menu and a "Capacity" tab on each DAG and task, both showing the page filtered to
-that DAG or task (Airflow 3.1 and later; Airflow 3.0 lists the page under its Plugins menu). The app is imported on its first request, not when Airflow loads plugins, so
+that DAG or task (Airflow 3.1 and later; on Airflow 3.0 the page is reached by URL and by each task's
+"Capacity history" extra link). The app is imported on its first request, not when Airflow loads plugins, so
 schedulers and task processes that load plugins for other reasons do not pay for it.
 """
 
@@ -58,8 +59,6 @@ class SageMakerCapacityPlugin(AirflowPlugin):
                 "destination": "task",
             },
         ]
-    else:
-        # Airflow 3.0 has no external views: its UI lists these links under the Plugins menu.
-        appbuilder_menu_items = [
-            {"name": "SageMaker capacity", "href": capacity_page_path(), "category": "Browse"},
-        ]
+    # Airflow 3.0 has no external views, and its menu items (appbuilder_menu_items) are Flask plugins
+    # that stop its api-server unless the FAB provider is installed: there the page is reached by URL and
+    # by each task's "Capacity history" extra link.
