@@ -226,8 +226,8 @@ def _count_of(value: Mapping[str, Any], where: str, problems: list[str]) -> int 
 def _plan_of(value: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
     """The entry's one training plan ARN, from ``training_plan_arn`` or ``training_plan_arns``."""
     plan: Any = None
-    if "training_plan_arns" in value or "TrainingPlanArns" in value:
-        arns = value.get("training_plan_arns", value.get("TrainingPlanArns"))
+    arns = value.get("training_plan_arns", value.get("TrainingPlanArns"))
+    if arns is not None:  # None: no plan, as for the other optional members of an entry
         if isinstance(arns, str):
             arns = [arns]
         if not isinstance(arns, (list, tuple)) or len(arns) != 1:
@@ -746,8 +746,9 @@ def to_seconds(value: timedelta | int | float | str | None, field: str = "max_pe
                 ) from None
         else:
             seconds = number
-    if seconds <= 0:
-        raise InvalidInstancePreferencesError([f"{field}: {value!r} must be positive"])
+    if seconds < 1:
+        # Whole seconds go to AWS: anything below one would become 0, which AWS refuses.
+        raise InvalidInstancePreferencesError([f"{field}: {value!r} must be at least 1 second"])
     return int(seconds)
 
 
