@@ -10,8 +10,21 @@ import json
 import os
 import tempfile
 
-_HOME = tempfile.mkdtemp(prefix="sm-prefs-airflow-home-")
-os.environ.setdefault("AIRFLOW_HOME", _HOME)
+
+def _own_directory(variable: str, prefix: str) -> None:
+    """``variable`` names a new temporary directory of this process, unless the developer set it.
+
+    pytest-xdist's workers inherit the environment of the process that started them: a directory this
+    module made there (marked in ``SM_PREFS_TESTS_MADE_<variable>``) is replaced, so that every worker
+    has its own Airflow home (its own SQLite metadata database) and its own look-up cache.
+    """
+    marker = f"SM_PREFS_TESTS_MADE_{variable}"
+    if variable in os.environ and os.environ.get(marker) != os.environ[variable]:
+        return
+    os.environ[variable] = os.environ[marker] = tempfile.mkdtemp(prefix=prefix)
+
+
+_own_directory("AIRFLOW_HOME", "sm-prefs-airflow-home-")
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault(
     "AIRFLOW__CORE__DAGS_FOLDER", os.path.join(os.path.dirname(__file__), "..", "dags_examples")
@@ -43,8 +56,8 @@ os.environ.setdefault("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "0")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-# The guardrails' look-up cache shared by task processes: one directory per test session.
-os.environ.setdefault("SM_PREFS_CACHE_DIR", tempfile.mkdtemp(prefix="sm-prefs-cache-"))
+# The guardrails' look-up cache shared by task processes: one directory per test session (per worker).
+_own_directory("SM_PREFS_CACHE_DIR", "sm-prefs-cache-")
 os.environ.pop("AWS_PROFILE", None)
 
 
