@@ -175,6 +175,7 @@ class TriggerProcess:
             cwd=ROOT,
         )
         self._lines = _Lines(self.proc.stdout)  # type: ignore[arg-type]
+        self._ready = False
         self.log_path = log_path
         #: The run's ``benchmarks.events.EventRoute`` for a variant in event mode (set by the harness).
         self.event_route: Any = None
@@ -191,6 +192,12 @@ class TriggerProcess:
                 return False
             if line.strip() == word:
                 return True
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the process has imported everything (its ``READY`` line); at once after that."""
+        if not self._ready:
+            self._ready = self.expect("READY", timeout)
+        return self._ready
 
     def send(self, word: str) -> None:
         """Send one control line (GO or STOP); ignored if the process has ended."""

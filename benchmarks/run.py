@@ -12,7 +12,8 @@ while a thread keeps creating other short jobs, starts a separate trigger proces
 (:mod:`benchmarks.trigger_process`) that runs N triggers in one event loop, and measures it. Every
 variant at a given N gets the same scenario, seed, time scale and real-time schedule:
 
-1. load the scenario (the emulated clock starts), submit the jobs, start the trigger process;
+1. start the trigger process and wait for its imports; load the scenario (the emulated clock starts),
+   submit the jobs;
 2. ``GO``: all triggers start at once (a triggerer picking up N deferred tasks);
 3. warm-up: wait until every job has been looked at once (each described, or a full
    ListTrainingJobs pass), at most ``warm-up cap`` seconds;
@@ -309,7 +310,7 @@ def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
 
 def _write_creation_times(child: TriggerProcess, emulator: Any, names: Sequence[str], path: Path) -> None:
     """Wait until the trigger process is ready, then write the jobs' CreationTimes for its GO."""
-    if not child.expect("READY", 180.0):
+    if not child.wait_ready(180.0):
         raise ProcessError(f"trigger process not ready; see {child.log_path}")
     path.write_text(json.dumps(creation_times(emulator, names)), encoding="utf-8")
 
@@ -470,11 +471,15 @@ def run_one(
     scenario_path = workload.write_scenario(
         run_dir / f"scenario-n{n_jobs}{'-throttled' if throttled else ''}.json"
     )
+    if child is None:
+        child = spawn_trigger_process(plan, emulator, n_jobs, variant, throttled, run_dir)
+    # The scenario's clock starts when it loads: only once the trigger process is ready, so that its
+    # imports (slow on a busy machine) cannot use up the time placed before the first capacity step.
+    if not child.wait_ready(180.0):
+        raise ProcessError(f"trigger process not ready; see {child.log_path}")
     emulator.load_scenario(scenario_path)
     loaded = time.monotonic()
     cap = plan.warm_cap(n_jobs, throttled)
-    if child is None:
-        child = spawn_trigger_process(plan, emulator, n_jobs, variant, throttled, run_dir)
     record: dict[str, Any] = {
         "n_jobs": n_jobs,
         "variant": variant,

@@ -10,8 +10,11 @@ checked against the policy with its placeholder account replaced by the emulator
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,26 @@ def run_trigger(trigger: SageMakerCapacityTrigger, timeout: float = 60) -> dict[
         raise AssertionError("no event")
 
     return asyncio.run(asyncio.wait_for(first(), timeout))
+
+
+@contextlib.contextmanager
+def advancing_once_served(sm: Any, operation: str, seconds: float) -> Iterator[None]:
+    """Move the frozen emulated clock ``seconds`` on as soon as SageMaker has served ``operation``."""
+    done = threading.Event()
+
+    def advance() -> None:
+        while not done.wait(0.05):
+            if sm.stats()["operations"].get(operation):
+                sm.advance(seconds)
+                return
+
+    thread = threading.Thread(target=advance, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -173,11 +196,12 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             # (on_kill stops the job), driven through the trigger itself as the triggerer would.
             from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 
-            # The processing job runs 5 real seconds, so the trigger always sees it InProgress and
-            # learns of its end from the shared ListProcessingJobs loop, however slow the machine.
+            # The clock stands still until the trigger has listed the running processing job, so it
+            # always sees it InProgress and learns of its end from the shared ListProcessingJobs loop,
+            # however slow the machine.
             sm.load_scenario(
                 {
-                    "time_scale": 600,
+                    "time_scale": 0,
                     "job_runtime_seconds": 3000,
                     "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": 0}]},
                 }
@@ -185,11 +209,12 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
             request, prefs = build_request("processing", processing_config("prep-2"), ["ml.c5.xlarge"], 1200)
             hook.create_job(JobKind.PROCESSING, request, prefs)
-            event = run_trigger(
-                SageMakerCapacityTrigger(
-                    "prep-2", JobKind.PROCESSING.value, WaitFor.COMPLETION.value, poll_interval=0.1
+            with advancing_once_served(sm, "ListProcessingJobs", 4 * 3600):
+                event = run_trigger(
+                    SageMakerCapacityTrigger(
+                        "prep-2", JobKind.PROCESSING.value, WaitFor.COMPLETION.value, poll_interval=0.1
+                    )
                 )
-            )
             states["processing-completion"] = event["status"]
             request, prefs = build_request(
                 "training",

@@ -36,4 +36,7 @@ def main(events_file: str, dag_ids: list[str]) -> dict[str, dict[str, str | None
 
 
 if __name__ == "__main__":
-    print("STATES " + json.dumps(main(sys.argv[1], sys.argv[2:])))
+    states = main(sys.argv[1], sys.argv[2:])
+    # One write, on a line of its own: a log line another thread writes meanwhile cannot split it.
+    sys.stdout.write("\nSTATES " + json.dumps(states) + "\n")
+    sys.stdout.flush()

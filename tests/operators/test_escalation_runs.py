@@ -36,16 +36,33 @@ def p5_frees_at(seconds: int, capacity: dict[str, Any] | None = None) -> dict[st
     return scenario(time_scale=0, capacity={**pools, **(capacity or {})})
 
 
+def calls(sm: Any) -> int:
+    """Calls SageMaker has served so far (the task's and its trigger's)."""
+    return sum(sm.stats()["operations"].values())
+
+
 @contextlib.contextmanager
-def ticking(sm: Any, step: float = 60.0, every: float = 0.1) -> Iterator[None]:
-    """Move the frozen emulated clock ``step`` seconds every ``every`` real seconds once a job exists."""
+def ticking(sm: Any, step: float = 60.0, every: float = 0.1, lead: int = 3) -> Iterator[None]:
+    """Move the frozen emulated clock ``step`` seconds every ``every`` real seconds once a job exists.
+
+    The clock runs at most ``lead`` steps ahead of the last call SageMaker served: the waits look every
+    0.2 s, so it never holds them back, but while the task is between two looks for longer (resuming
+    from the trigger, starting the next stage, a busy machine), the clock waits for it instead of
+    running on. Every emulated interval a test checks is then the same however slow the machine.
+    """
     done = threading.Event()
 
     def tick() -> None:
         while not done.is_set() and not sm.jobs():
             done.wait(0.05)
+        seen, ahead = calls(sm), 0
         while not done.wait(every):
-            sm.advance(step)
+            served = calls(sm)
+            if served != seen:
+                seen, ahead = served, 0
+            if ahead < lead:
+                sm.advance(step)
+                ahead += 1
 
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -113,14 +114,31 @@ def test_listing_not_permitted_falls_back_to_per_job_polling(
     assert event["outcome"]["pending_seconds"] > 0
 
 
+def calls(sm: Any) -> int:
+    """Calls SageMaker has served so far."""
+    return sum(sm.stats()["operations"].values())
+
+
+async def looked(sm: Any, since: int, deadline: float = 60.0) -> None:
+    """Until SageMaker has served a call after the first ``since`` (a generous deadline for a loaded machine)."""
+    waited = time.monotonic() + deadline
+    while calls(sm) <= since and time.monotonic() < waited:
+        await asyncio.sleep(0.05)
+    assert calls(sm) > since, f"no call within {deadline} s"
+
+
 def test_restarted_trigger_reports_the_same_pending_seconds(sm: Any) -> None:
-    sm.load_scenario(staggered(1, step=1200))
+    # The clock stands still but for the moves below: the job waits 600 emulated seconds before the
+    # trigger is restarted and 600 after, however long each step takes on the machine.
+    sm.load_scenario({**staggered(1, step=1200), "time_scale": 0})
     submit(sm, "restart-me")
     original = trigger("restart-me")
 
     async def interrupted() -> None:
+        submitted = calls(sm)
         task = asyncio.ensure_future(first_event(original))
-        await asyncio.sleep(0.5)  # the job is Pending now
+        await looked(sm, since=submitted)
+        sm.advance(600)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -129,10 +147,19 @@ def test_restarted_trigger_reports_the_same_pending_seconds(sm: Any) -> None:
     assert sm.job("restart-me")["secondary_status"] == "Pending"
     classpath, kwargs = original.serialize()
     rebuilt = SageMakerCapacityTrigger(**kwargs)
-    event = asyncio.run(first_event(rebuilt))
+
+    async def resumed() -> dict[str, Any]:
+        before = calls(sm)
+        task = asyncio.ensure_future(first_event(rebuilt))
+        await looked(sm, since=before)
+        sm.advance(600)  # g5 frees
+        return await task
+
+    event = asyncio.run(resumed())
     timeline = sm.job("restart-me")["timeline"]
     index = next(i for i, t in enumerate(timeline) if t["secondary_status"] == "Pending")
     expected = timeline[index + 1]["emulated_time"] - timeline[index]["emulated_time"]
+    assert expected > 600  # longer than the rebuilt trigger's own share of the wait
     assert event["outcome"]["pending_seconds"] == pytest.approx(expected, abs=1)
 
 

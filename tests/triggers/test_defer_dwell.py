@@ -48,9 +48,19 @@ def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> Sage
     )
 
 
+#: An event nothing holds comes within this many seconds, a new client's first look on a busy machine
+#: included; every hold the tests below would catch is at least twice as long.
+PROMPT = 10.0
+
+
 @pytest.fixture
-def fast_job(sm: Any) -> str:
-    """A job that gets capacity at once: its trigger would fire within a poll of the deferral."""
+def fast_job(sm: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A job that gets capacity at once: its trigger would fire within a poll of the deferral.
+
+    The configured dwell is long (it is 0 for the rest of the suite): a trigger that wrongly falls back
+    to it holds its event far longer than :data:`PROMPT`.
+    """
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", str(3 * PROMPT))
     sm.load_scenario({"time_scale": 600, "job_runtime_seconds": 86400})
     submit(sm, "fast")
     return "fast"
@@ -73,21 +83,21 @@ def test_an_event_right_after_the_deferral_is_held_until_the_dwell_has_passed(
 def test_without_a_dwell_the_same_event_comes_at_once(fast_job: str) -> None:
     event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc), 0))
     assert event["status"] == "success"
-    assert took < 1.5
+    assert took < PROMPT
 
 
 def test_a_wait_longer_than_the_dwell_is_not_delayed(fast_job: str) -> None:
     # Deferred a minute ago (a triggerer restart, or a job that waited): nothing left to hold.
     event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc) - timedelta(minutes=1), 30.0))
     assert event["status"] == "success"
-    assert took < 5
+    assert took < PROMPT
 
 
 def test_a_deferral_stamped_in_the_future_holds_no_longer_than_the_dwell(fast_job: str) -> None:
     # The worker's clock an hour ahead of the triggerer's: the hold is still bounded by the dwell.
     event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc) + timedelta(hours=1), 1.0))
     assert event["status"] == "success"
-    assert 0.9 <= took < 5
+    assert 0.9 <= took < PROMPT
 
 
 def test_a_trigger_serialized_without_a_deferral_time_holds_nothing(fast_job: str) -> None:
@@ -96,7 +106,7 @@ def test_a_trigger_serialized_without_a_deferral_time_holds_nothing(fast_job: st
     kwargs.pop("deferred_at"), kwargs.pop("min_defer_seconds")
     event, took = timed_event(SageMakerCapacityTrigger(**kwargs))
     assert event["status"] == "success"
-    assert took < 1.5
+    assert took < PROMPT
 
 
 def test_the_deferral_kwargs_survive_serialization() -> None:
