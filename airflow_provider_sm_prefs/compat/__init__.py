@@ -132,7 +132,8 @@ def variable_state_store(context: Mapping[str, Any]) -> VariableStateStore | Non
         return None
     if not (dag_id and run_id and task_id):
         return None
-    map_index = -1 if getattr(ti, "map_index", None) is None else int(ti.map_index)
+    raw_index = getattr(ti, "map_index", None)
+    map_index = -1 if raw_index is None else int(raw_index)
     where = task_id if map_index < 0 else f"{task_id}[{map_index}]"
     return VariableStateStore(
         variable_key(dag_id, run_id, task_id, map_index),
