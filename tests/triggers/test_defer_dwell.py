@@ -8,7 +8,10 @@ deferral (apache/airflow#72716). The trigger yields nothing sooner than ``min_de
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,6 +39,26 @@ def timed_event(trigger: SageMakerCapacityTrigger) -> tuple[dict[str, Any], floa
         raise AssertionError("no event")
 
     return asyncio.run(asyncio.wait_for(first(), 60))
+
+
+@contextlib.contextmanager
+def advancing_once_served(sm: Any, operation: str, seconds: float) -> Iterator[None]:
+    """Move the frozen emulated clock ``seconds`` on as soon as SageMaker has served ``operation``."""
+    done = threading.Event()
+
+    def advance() -> None:
+        while not done.wait(0.05):
+            if sm.stats()["operations"].get(operation):
+                sm.advance(seconds)
+                return
+
+    thread = threading.Thread(target=advance, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> SageMakerCapacityTrigger:
@@ -132,11 +155,14 @@ def test_the_default_comes_from_the_airflow_config(monkeypatch: pytest.MonkeyPat
 def test_a_deferring_operator_holds_a_fast_outcome_by_the_configured_dwell(
     sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    # dag.test() runs the trigger right after the deferral; G6 is free, so it fires within a poll.
-    sm.load_scenario({"time_scale": 600, "job_runtime_seconds": 86400})
+    # dag.test() runs the trigger right after the deferral. The clock stands still until the trigger's
+    # first look, so the task always finds the job Pending and defers, however slow the machine; then
+    # G6 is free 30 s (emulated) in, so the trigger fires within a poll.
+    sm.load_scenario({"time_scale": 0, "job_runtime_seconds": 86400, "phase_seconds": {"starting": 30}})
     monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "12")
     config = training_config("submitted", max_runtime_seconds=86400)
-    states, xcom = run_test_dag("t_train_capacity", config=config, prefs=PREFS, max_pending=3600)
+    with advancing_once_served(sm, "ListTrainingJobs", 30):
+        states, xcom = run_test_dag("t_train_capacity", config=config, prefs=PREFS, max_pending=3600)
     assert states["job"] == "success" and xcom is not None
     assert xcom["selected_instance_type"] == G6 and xcom["pending_seconds"] < 60
     captured = capfd.readouterr()
