@@ -73,6 +73,22 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 
 
+def _share_botocore_models() -> None:
+    """Every botocore session of a test process reads the service models through one loader.
+
+    Each hook, trigger and test client opens its own session, and each new session parses the JSON models
+    again (SageMaker's alone is megabytes): about a quarter of a dag.test() run's CPU. With one loader
+    they are parsed once per process; the clients, their requests and their HTTP calls are the same.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+
+_share_botocore_models()
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
     """A migrated metadata database in the session's AIRFLOW_HOME (dag.test() needs one)."""
