@@ -46,8 +46,16 @@ $(SDK_VENV)/.installed: tests/sdk/requirements.txt
 
 sdk-venv: $(SDK_VENV)/.installed
 
+# The suite runs in worker processes, one test file per worker at a time (its module fixtures are set up
+# once) in the order they are collected (the long DAG-run files come early, not last); every worker has its
+# own offline SageMaker, Airflow home and metadata database (tests/conftest.py). Most of a test's time is
+# spent waiting on the emulated clock, so there are more workers than cores.
+# Bytecode, pytest's rewritten test modules included, is cached in build/pycache, outside the source tree:
+# no worker or subprocess compiles the same modules again, even where PYTHONDONTWRITEBYTECODE is set.
+TEST_WORKERS ?= 4
 test: install sdk-venv
-	$(RUN) pytest -m "not e2e"
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache \
+		$(RUN) pytest -m "not e2e" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The version matrix. The newest minor (3.3) is the project's own .venv (uv.lock); every older one has its
 # own locked environment under compat/airflow-<minor>/ (pyproject.toml, uv.lock, .python-version) with the
