@@ -23,6 +23,16 @@ except ImportError:
     from airflow.models.dagbag import DagBag  # type: ignore[no-redef]
 
 
+def sends_failure_callback(task: object) -> bool:
+    """What the scheduler reads before it sends a failure callback for a task failed outside its process.
+
+    Airflow 3.1 and later read ``has_on_failure_callback``; 3.0 reads the (serialized) callbacks themselves.
+    """
+    if AIRFLOW_V_3_1_PLUS:
+        return bool(task.has_on_failure_callback)
+    return bool(task.on_failure_callback)
+
+
 __all__ = [
     "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_2_PLUS",
@@ -30,4 +40,5 @@ __all__ = [
     "DagBag",
     "DagSerialization",
     "import_string",
+    "sends_failure_callback",
 ]

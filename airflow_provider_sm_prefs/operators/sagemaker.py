@@ -59,10 +59,10 @@ from airflow_provider_sm_prefs.operators.escalation import Escalation, KeepJob
 from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailCheck, with_guardrails
 from airflow_provider_sm_prefs.operators.lineage import operator_lineage
 from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogPrinter
-from airflow_provider_sm_prefs.operators.submission import SubmitOnce
+from airflow_provider_sm_prefs.operators.submission import SubmitOnce, try_number_of
 from airflow_provider_sm_prefs.operators.templates import has_template
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
-from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
+from airflow_provider_sm_prefs.task_state import GOES_ON, current_state, resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,
@@ -190,6 +190,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     _guardrails: dict[str, Any] | None
     #: This try's acceptance windows, once it started.
     _escalation: Escalation | None
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:
+        """``.partial()`` with :data:`STOP_UNATTENDED_JOB` after the user's (or the DAG's) failure callbacks.
+
+        ``.partial()`` does not call ``__init__``; what it records is what the scheduler reads to decide
+        whether a mapped task failed outside its process gets a failure callback. Airflow 3.0 to 3.2 record
+        only the callbacks given (none by default), and a DAG's ``default_args`` callback replaces the
+        operator's default on every minor: the stop is added here, after whatever Airflow merged in.
+        """
+        mapped = super().partial(**kwargs)
+        mapped.kwargs["on_failure_callback"] = with_job_stop(mapped.kwargs.get("on_failure_callback"))
+        return mapped
 
     def __init__(
         self,
@@ -550,6 +563,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                         "preferences": prefs.as_list(),
                         "deadline": deadline,
                         "guardrails": self._guardrails,
+                        "deferred_by_try": try_number_of(context),
                     },
                 )
             event = event_from_describe(
@@ -569,8 +583,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         preferences: list[dict[str, Any]] | None = None,
         deadline: float | None = None,
         guardrails: dict[str, Any] | None = None,
+        deferred_by_try: int | None = None,
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked."""
+        if self._resumed_by_another_try(context, deferred_by_try):
+            return self.execute(context)
         progress = self._progress
         progress.preferences = list(preferences or [])
         escalation = self._begin_try(context)
@@ -619,8 +636,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         preferences: list[dict[str, Any]] | None = None,
         deadline: float | None = None,
         guardrails: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        deferred_by_try: int | None = None,
+    ) -> dict[str, Any] | None:
         """Resume after the job ended."""
+        if self._resumed_by_another_try(context, deferred_by_try):
+            return self.execute(context)
         progress = self._progress
         progress.preferences = list(preferences or [])
         escalation = self._begin_try(context)
@@ -635,6 +655,20 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             outcome = escalation.with_stages(report.apply(outcome) if report else outcome)
             self.log.info("Job finished: %s", outcome.summary())
             return self.recorder.push(context, outcome, progress, selection=False)
+
+    @staticmethod
+    def _resumed_by_another_try(context: Context, deferred_by_try: int | None) -> bool:
+        """Whether this try starts with another try's trigger event (:func:`resumed_by_another_try`).
+
+        The deferral's own record says so where Airflow keeps it; ``dag.test()`` before 3.1 resumes with
+        the event alone, and then the job state does: every try that runs ``execute`` takes the job over.
+        """
+        if resumed_by_another_try(context, deferred_by_try):
+            return True
+        if deferred_by_try is not None:
+            return False
+        state = JobStateStore.of(context).load()
+        return resumed_by_another_try(context, state.try_number if state is not None else None)
 
     @staticmethod
     def _recorded_guardrails(context: Context) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from airflow_provider_sm_prefs.testing.jobs import training_config
+from tests.airflow_versions import DagSerialization, sends_failure_callback
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"
 PREFS = [{"instance_type": P4D, "instance_count": 1}, {"instance_type": G5, "instance_count": 4}]
@@ -109,7 +110,7 @@ def test_operators_carry_the_callback_next_to_the_users_one() -> None:
         user_callback,
         STOP_UNATTENDED_JOB,
     ]
-    assert operator().has_on_failure_callback
+    assert sends_failure_callback(operator())
     with DAG(
         "cb_defaults", schedule=None, start_date=datetime(2026, 1, 1), default_args={"retries": 0}
     ) as dag:
@@ -129,8 +130,6 @@ def test_operators_carry_the_callback_next_to_the_users_one() -> None:
 
 def test_mapped_tasks_carry_it_too_so_the_scheduler_sends_the_callback() -> None:
     """``.partial()`` never calls __init__ at parse time: it takes the callback from __init__'s default."""
-    from tests.airflow_versions import DagSerialization
-
     with DAG("cb_mapped", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         SageMakerPreferenceTrainingOperator.partial(
             task_id="job", instance_preferences=PREFS, aws_conn_id="other", stop_job_on_kill=True
@@ -138,7 +137,7 @@ def test_mapped_tasks_carry_it_too_so_the_scheduler_sends_the_callback() -> None
     mapped = dag.get_task("job")
     assert mapped.on_failure_callback == [STOP_UNATTENDED_JOB]
     serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
-    assert serialized.get_task("job").has_on_failure_callback  # what the scheduler checks
+    assert sends_failure_callback(serialized.get_task("job"))
     kind, settings = operator_settings(mapped, {})
     assert kind is JobKind.TRAINING
     assert settings == {
@@ -148,6 +147,26 @@ def test_mapped_tasks_carry_it_too_so_the_scheduler_sends_the_callback() -> None
         "botocore_config": None,
         "stop_job_on_kill": True,
     }
+
+
+def test_a_dag_default_callback_keeps_the_stop_on_mapped_tasks() -> None:
+    """A DAG's ``default_args`` callback replaces the operator's default in ``.partial()`` on every minor."""
+    with DAG(
+        "cb_mapped_default",
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        default_args={"on_failure_callback": user_callback},
+    ) as dag:
+        SageMakerPreferenceTrainingOperator.partial(task_id="job", instance_preferences=PREFS).expand(
+            config=[config("a")]
+        )
+        SageMakerPreferenceTrainingOperator.partial(
+            task_id="own", instance_preferences=PREFS, on_failure_callback=[user_callback, user_callback]
+        ).expand(config=[config("b")])
+    assert dag.get_task("job").on_failure_callback == [user_callback, STOP_UNATTENDED_JOB]
+    assert dag.get_task("own").on_failure_callback == [user_callback, user_callback, STOP_UNATTENDED_JOB]
+    serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert sends_failure_callback(serialized.get_task("job"))
 
 
 # -- deciding and stopping ---------------------------------------------------------------------------------
