@@ -58,3 +58,26 @@ async def current_state_async(ti: Any) -> str | None:
 
     # Not thread-sensitive: the triggers of one triggerer read their states side by side, not in turn.
     return await sync_to_async(current_state, thread_sensitive=False)(ti)
+
+
+def resumed_by_another_try(context: Any, deferred_by_try: int | None) -> bool:
+    """Whether this try was resumed with the trigger event another try deferred for.
+
+    Airflow 3.0 keeps a failed try's ``next_method`` and event when the task goes up for retry (3.1 clears
+    them), so the retry starts in the resume method with the old try's event: a stale outcome, or a stage
+    the old try already handled. The resume methods then run the try from the beginning instead, which
+    reattaches to the recorded job as every retry does. Deferrals of earlier releases carry no try number.
+    """
+    if deferred_by_try is None:
+        return False
+    ti = context.get("ti") or context.get("task_instance")
+    mine = getattr(ti, "try_number", None)
+    if mine is None or int(mine) == int(deferred_by_try):
+        return False
+    log.warning(
+        "Try %s was resumed with the trigger event of try %s (the retry of a deferred task keeps the old "
+        "event on Airflow 3.0): starting this try from the beginning",
+        mine,
+        deferred_by_try,
+    )
+    return True

@@ -23,6 +23,7 @@ from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
     creation_time_of,
@@ -139,6 +140,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
                 min_defer_seconds=min_defer_seconds(self.min_defer_seconds),
             ),
             method_name="execute_complete",
+            kwargs={"deferred_by_try": getattr(context.get("ti"), "try_number", None)},
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
@@ -170,7 +172,11 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         self.log.info("%s: %s, still waiting", self.job_name, phase.value)
         return False
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, deferred_by_try: int | None = None
+    ) -> Any:
+        if resumed_by_another_try(context, deferred_by_try):
+            return self.execute(context)
         self._progress.job_name = self.job_name
         with self.recorder.failures(context, self._progress):
             outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
