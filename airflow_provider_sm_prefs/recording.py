@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_sm_prefs import metrics
-from airflow_provider_sm_prefs.compat import TaskDeferred
+from airflow_provider_sm_prefs.compat import TaskDeferred, xcom_push
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
@@ -74,7 +74,7 @@ class CapacityRecorder:
         progress.outcome = outcome
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
-            ti.xcom_push(key=key, value=value)
+            xcom_push(ti, key, value)
         record = CapacityRecord.from_outcome(TaskInstanceRef.of(ti), outcome, self._region())
         ti.xcom_push(key=RECORD_KEY, value=record.as_dict())
         if selection:

@@ -174,3 +174,13 @@ def test_from_3_3_a_cancelled_trigger_leaves_the_kill_to_on_kill(
 
     asyncio.run(main())
     assert sm.job("on-kill-owns-it")["status"] == "InProgress"
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_an_outcome_key_whose_value_is_none_reads_as_none_and_does_not_fail_the_task(
+    run_test_dag: Any,
+) -> None:
+    """Airflow 3.0's execution API refuses a None XCom (422): pushed as is, it would fail the task."""
+    states, pulled = run_test_dag("t_null_xcom")
+    assert states == {"push_nothing": "success", "pull_nothing": "success"}
+    assert pulled == {"nothing": None, "something": 0}

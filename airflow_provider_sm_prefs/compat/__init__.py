@@ -18,6 +18,9 @@ UI links to the capacity page      ``external_views`` (3.1+)                   n
 page login (:mod:`.page`)          the api-server's ``get_user`` (3.1+)        the UI's token, read from
                                                                                the header or a page cookie
                                                                                (3.0)
+an XCom whose value is None        stored (3.1+)                               not pushed: 3.0's execution
+                                                                               API refuses it; a pull
+                                                                               reads None all the same
 =================================  ==========================================  ===========================
 
 docs/compatibility.md is the user's side of this table: what each minor gives and what it loses.
@@ -51,6 +54,7 @@ __all__ = [
     "TaskDeferred",
     "VariableStateStore",
     "variable_key",
+    "xcom_push",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,21 @@ TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
 
 #: Whether plugins can add ``external_views`` (nav, DAG and task tabs) to the UI (Airflow 3.1).
 EXTERNAL_VIEWS = AIRFLOW_V_3_1_PLUS
+
+#: Whether the execution API stores an XCom whose value is None. Airflow 3.0's answers 422 ("Field
+#: required": the Task SDK sends no body), which would fail the task after its job was selected.
+NULL_XCOM = AIRFLOW_V_3_1_PLUS
+
+
+def xcom_push(ti: Any, key: str, value: Any) -> None:
+    """``ti.xcom_push(key, value)``; where Airflow cannot store None, a None value is not pushed.
+
+    A pull of a key never pushed returns None, so a reader sees the same value on every minor; only the
+    key's row is missing from the XCom list of the UI and the REST API.
+    """
+    if value is None and not NULL_XCOM:
+        return
+    ti.xcom_push(key=key, value=value)
 
 
 def variable_key(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:

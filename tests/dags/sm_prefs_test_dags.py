@@ -79,7 +79,7 @@ class CrashBeforeNextStageTrainingOperator(SageMakerPreferenceTrainingOperator):
 LINK_KEYS = ("sm_prefs_job_link", "sm_prefs_job_logs_link")
 
 
-@task
+@task(multiple_outputs=False)  # one return_value: Airflow 3.0 refuses the None of a missing key as an XCom
 def consume(params: dict[str, Any] | None = None, ti: Any = None) -> dict[str, Any]:
     """A downstream task: read every XCom key the job task pushed and write them where the test looks."""
     values = {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
@@ -185,3 +185,26 @@ with DAG(
 # The capacity page's tests read back only the records of these two.
 t_page_train = _dag("t_page_train", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
 t_page_process = _dag("t_page_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
+
+
+@task
+def push_nothing(ti: Any = None) -> None:
+    """An outcome key whose value is None, pushed as the recorder pushes every key."""
+    from airflow_provider_sm_prefs.compat import xcom_push
+
+    xcom_push(ti, "nothing", None)
+    xcom_push(ti, "something", 0)
+
+
+@task(multiple_outputs=False)
+def pull_nothing(params: dict[str, Any] | None = None, ti: Any = None) -> None:
+    values = {key: ti.xcom_pull(task_ids="push_nothing", key=key) for key in ("nothing", "something")}
+    if params and params.get("out"):
+        with open(params["out"], "w") as fh:
+            json.dump(values, fh)
+
+
+with DAG(
+    "t_null_xcom", schedule=None, start_date=datetime(2026, 9, 15), catchup=False, params=dict(PARAMS)
+) as t_null_xcom:
+    push_nothing() >> pull_nothing()
