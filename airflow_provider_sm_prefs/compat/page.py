@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from airflow.api_fastapi.app import get_auth_manager
 from fastapi import Depends, HTTPException, Request, status
@@ -68,6 +69,9 @@ async def _required_token_user(request: Request) -> Any:
 def _sign_in(request: Request, here: str, login: str) -> Response:
     """Airflow 3.0: a page that copies the UI's token into :data:`PAGE_TOKEN_COOKIE` and reloads."""
     root = request.scope.get("root_path", "").rstrip("/") or "/"
+    if "?" not in login and not login.endswith("/token/login"):
+        # 3.0's login URL carries no return address, though its login page reads ``next`` as 3.1's does.
+        login = f"{login}?{urlencode({'next': here})}"
     page = {
         "cookie": PAGE_TOKEN_COOKIE,
         "path": root,
