@@ -156,6 +156,12 @@ def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release
 ) -> None:
     from tests.airflow_versions import DagSerialization
 
+    stored = golden("serialized_dag.json")["serialized"]
+    if stored["__version"] > DagSerialization.SERIALIZER_VERSION:
+        # The previous release ran on Airflow 3.3, whose format 3 Airflow 3.0 cannot read; an upgrade of the
+        # provider never moves a deployment back to an older Airflow, so no 3.0 scheduler meets that row.
+        pytest.skip(f"serialized format {stored['__version']} is newer than this Airflow's")
+
     # Loaded as the api-server loads it to show links (SerializedDagModel sets this class-wide flag
     # from each load's load_op_links, so an earlier dag.test() in the process may have left it off).
     monkeypatch.setattr(DagSerialization, "_load_operator_extra_links", True)
@@ -165,7 +171,6 @@ def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release
         SageMakerPreferenceTrainingOperator,
     )
 
-    stored = golden("serialized_dag.json")["serialized"]
     dag = DagSerialization.from_dict(stored)  # what the scheduler does with the row
     for task_id, cls in (
         ("train", SageMakerPreferenceTrainingOperator),

@@ -14,6 +14,7 @@ import pytest
 
 from airflow_provider_sm_prefs import plugin
 from airflow_provider_sm_prefs.plugin import api
+from tests.airflow_versions import AIRFLOW_V_3_1_PLUS
 
 STATIC = Path(plugin.__file__).resolve().parent / "static"
 #: sha256 of chart.umd.min.js from the npm package chart.js 4.6.1 (registry.npmjs.org/chart.js/-/chart.js-4.6.1.tgz).
@@ -26,13 +27,19 @@ def test_airflow_plugins_lists_the_capacity_page() -> None:
         [airflow, "plugins", "--output", "json"], capture_output=True, text=True, timeout=180, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    plugins = {p["name"]: p for p in json.loads(result.stdout[result.stdout.index("[") :])}
+    # The JSON list is the output's last line; Airflow 3.0 prints its log lines ("[2026-...") before it.
+    listing = next(line for line in reversed(result.stdout.splitlines()) if line.startswith("[{"))
+    plugins = {p["name"]: p for p in json.loads(listing)}
     found = plugins["sm_prefs_capacity"]
     assert "airflow_provider_sm_prefs.plugin" in found["source"]
     assert "/sm-prefs" in str(found["fastapi_apps"])
 
 
 def test_the_page_is_linked_from_the_navigation_each_dag_and_each_task() -> None:
+    if not AIRFLOW_V_3_1_PLUS:  # 3.0's UI has no plugin views; menu items there need the FAB provider
+        assert not hasattr(plugin.SageMakerCapacityPlugin, "external_views")
+        assert not plugin.SageMakerCapacityPlugin.appbuilder_menu_items
+        return
     views = {v["destination"]: v for v in plugin.SageMakerCapacityPlugin.external_views}
     assert views["nav"]["href"] == "/sm-prefs/" and views["nav"]["category"] == "browse"
     assert views["dag"]["href"] == "/sm-prefs/?dag_id={DAG_ID}"
