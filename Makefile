@@ -70,11 +70,14 @@ compat/airflow-%/.venv/.installed: compat/airflow-%/pyproject.toml compat/airflo
 	cd compat/airflow-$* && $(abspath $(VENV))/bin/uv sync --frozen
 	@touch $@
 
+.PRECIOUS: compat/airflow-%/.venv/.installed
+
 compat-env-%: compat/airflow-%/.venv/.installed
 	@true
 
 compat-%: compat/airflow-%/.venv/.installed sdk-venv
-	compat/airflow-$*/.venv/bin/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache-$* \
+		compat/airflow-$*/.venv/bin/python -m pytest -m "not e2e" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 compat-e2e-%: compat/airflow-%/.venv/.installed postgres browser
 	compat/airflow-$*/.venv/bin/python -m pytest $(E2E_CORE)
