@@ -245,6 +245,9 @@ class DeploymentConfig:
                 # Airflow 3.0 signs UI and REST tokens with an empty issuer list when none is set, which
                 # PyJWT 2.10 and later refuse ("Issuer (iss) must be a string"): every login fails.
                 "AIRFLOW__API_AUTH__JWT_ISSUER": "sm-prefs-local-airflow",
+                # Airflow 3.0's REST API answers 400 to ?deserialize=true on XCom entries unless this is on
+                # (later minors always allow it); the tests read the XCom values users see.
+                "AIRFLOW__API__ENABLE_XCOM_DESERIALIZE_SUPPORT": "True",
                 "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
                 # Pick up DAG files quickly; re-parse each file at most every 30 s (parsing costs CPU).
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",

@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Mapping
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ from harness.config import (
     connection_credentials,
 )
 from harness.deployment import LocalAirflow
+
+# The Airflow the deployment runs (this interpreter's).
+AIRFLOW = tuple(int(part) for part in version("apache-airflow").split(".")[:2])
 
 pytestmark = pytest.mark.e2e
 
@@ -252,6 +256,17 @@ def test_task_process_killed_right_after_create_retries_and_reattaches(
     )
     airflow.kill_task_process(ti["id"], signal.SIGKILL)
     airflow.sm.set_faults(latency_ms=0)
+
+    if AIRFLOW < (3, 1):
+        # Airflow 3.0's supervisor marks a task whose process died by a signal failed, without its
+        # retries and without a failure callback (3.1 honours both): nothing of the provider runs again,
+        # and the job runs on (docs/compatibility.md, note 9). What still holds: one job, never two.
+        assert airflow.wait_for_run("e2e_retry", run_id, timeout=120) == "failed"
+        assert airflow.task_instance("e2e_retry", run_id, "job")["try_number"] == 1
+        assert airflow.sm.stats()["operations"]["CreateTrainingJob"] == 1
+        assert unattended_jobs(airflow, {name: ("e2e_retry", run_id, "job", -1)}) == [name]
+        airflow.sm.boto3_client().stop_training_job(TrainingJobName=name)
+        pytest.xfail("Airflow 3.0 neither retries a task killed by a signal nor calls its failure callback")
 
     deferred_on(airflow, "e2e_retry", run_id, "job", 1)  # the retry waits for completion
     retry = airflow.task_instance("e2e_retry", run_id, "job")
