@@ -154,7 +154,7 @@ def _comparable(data: dict[str, Any]) -> dict[str, Any]:
 def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release_writes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tests.airflow_versions import DagSerialization
+    from tests.airflow_versions import AIRFLOW_V_3_3_PLUS, DagSerialization
 
     stored = golden("serialized_dag.json")["serialized"]
     if stored["__version"] > DagSerialization.SERIALIZER_VERSION:
@@ -181,6 +181,8 @@ def test_a_dag_serialized_by_the_previous_release_loads_and_is_what_this_release
         # The scheduler renders and the UI shows the same fields, and every extra link still resolves.
         assert tuple(task.template_fields) == tuple(cls.template_fields)
         assert set(task.operator_extra_link_dict) == {link.name for link in cls.operator_extra_links}
+    if not AIRFLOW_V_3_3_PLUS:  # the golden was written on Airflow 3.3; each minor writes its own form
+        return
     # This release writes the same form; only the sensor's job_type became job_kind (both load).
     expected = json.loads(json.dumps(stored).replace('"job_type"', '"job_kind"'))
     assert _comparable(_serialized_now()) == _comparable(expected)

@@ -69,9 +69,7 @@ async def _required_token_user(request: Request) -> Any:
 def _sign_in(request: Request, here: str, login: str) -> Response:
     """Airflow 3.0: a page that copies the UI's token into :data:`PAGE_TOKEN_COOKIE` and reloads."""
     root = request.scope.get("root_path", "").rstrip("/") or "/"
-    if "?" not in login and not login.endswith("/token/login"):
-        # 3.0's login URL carries no return address, though its login page reads ``next`` as 3.1's does.
-        login = f"{login}?{urlencode({'next': here})}"
+    login = _returning_to(login, here)
     page = {
         "cookie": PAGE_TOKEN_COOKIE,
         "path": root,
@@ -81,8 +79,19 @@ def _sign_in(request: Request, here: str, login: str) -> Response:
     return HTMLResponse(_SIGN_IN % page, headers={"Cache-Control": "no-store"})
 
 
+def _returning_to(login: str, here: str) -> str:
+    """The login URL with ``next=here``: the simple auth manager's leaves it out, and its login page reads it.
+
+    A URL that already carries a query is the auth manager's own choice and stays as it is, as does the
+    all-admins route (``/token/login``), which signs in without a page and ignores ``next``.
+    """
+    if "?" in login or login.endswith("/token/login"):
+        return login
+    return f"{login}?{urlencode({'next': here})}"
+
+
 def _redirect(request: Request, here: str, login: str) -> Response:
-    return RedirectResponse(login, status_code=status.HTTP_307_TEMPORARY_REDIRECT)
+    return RedirectResponse(_returning_to(login, here), status_code=status.HTTP_307_TEMPORARY_REDIRECT)
 
 
 if AIRFLOW_V_3_1_PLUS:
