@@ -25,6 +25,10 @@ from airflow_provider_sm_prefs.domain.record import CapacityRecord, TaskInstance
 # What the task runner does at start-up with the [metrics] configuration (Airflow 3.2 and later).
 if hasattr(stats, "initialize"):
     stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+elif stats is not None:  # Airflow 3.2's task runner initialises the shared Stats object itself
+    from airflow.sdk._shared.observability.metrics.stats import Stats
+
+    Stats.initialize(factory=stats_utils.get_stats_factory(Stats))
 ti = TaskInstanceRef("nightly", "train", "manual__1")
 outcome = CapacityOutcome(
     job_name="j", job_kind="training", job_arn=None, selected_instance_type="ml.g5.48xlarge",
