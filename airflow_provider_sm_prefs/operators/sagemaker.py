@@ -571,7 +571,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             ).as_payload()
         resume: Any = getattr(self, method)
         result: dict[str, Any] | None = resume(
-            context, event, preferences=prefs.as_list(), deadline=deadline, guardrails=self._guardrails
+            context,
+            event,
+            preferences=prefs.as_list(),
+            deadline=deadline,
+            guardrails=self._guardrails,
+            deferred_by_try=try_number_of(context),  # this very try: no need to ask the job state
         )
         return result
 
