@@ -60,16 +60,26 @@ def clients(sm: OfflineSageMaker) -> dict[str, Any]:
 
 @pytest.fixture
 def subscribe(clients: dict[str, Any]) -> Iterator[Callable[..., str]]:
-    """``subscribe(detail_type, state="ENABLED")``: a queue and a rule sending ``detail_type`` to it; the
-    queue URL. Rules are removed afterwards (moto's backends outlive the module)."""
+    """``subscribe(detail_type, job_name, state="ENABLED")``: a queue and a rule sending ``detail_type``
+    events of the job ``job_name`` to it; the queue URL. Rules are removed afterwards (moto's backends
+    outlive the module).
+
+    The rule names its job, as a rule in a shared account does: moto's EventBridge and SQS are process-wide,
+    so the other emulators of this test process (the session's, with jobs of earlier tests still running)
+    deliver to the same default bus."""
     events, sqs = clients["events"], clients["sqs"]
     rules: list[str] = []
 
-    def make(detail_type: str, state: str = "ENABLED") -> str:
+    def make(detail_type: str, job_name: str, state: str = "ENABLED") -> str:
         name = f"sm-events-{next(_names)}-{uuid.uuid4().hex[:6]}"
         url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        pattern = {"source": ["aws.sagemaker"], "detail-type": [detail_type]}
+        pattern = {
+            "source": ["aws.sagemaker"],
+            "detail-type": [detail_type],
+            # Either name field: only the detail-type keeps a processing job's events from a training rule.
+            "detail": {"$or": [{"TrainingJobName": [job_name]}, {"ProcessingJobName": [job_name]}]},
+        }
         events.put_rule(Name=name, EventPattern=json.dumps(pattern), State=state)
         events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": arn}])
         rules.append(name)
@@ -119,7 +129,7 @@ def create_training(sm: OfflineSageMaker, clients: dict[str, Any], name: str) ->
 def test_a_waiting_training_job_sends_every_change_to_the_rule_without_sagemaker_calls(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING)
+    url = subscribe(TRAINING, "evented")
     sm.load_scenario(SCARCE)
     create_training(sm, clients, "evented")
 
@@ -166,7 +176,8 @@ def test_a_waiting_training_job_sends_every_change_to_the_rule_without_sagemaker
 def test_processing_events_go_to_a_processing_rule_and_not_to_a_training_rule(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    training_url, processing_url = subscribe(TRAINING), subscribe(PROCESSING)
+    training_url = subscribe(TRAINING, "evented-proc")
+    processing_url = subscribe(PROCESSING, "evented-proc")
     sm.load_scenario(SCARCE)
     clients["sagemaker"].create_processing_job(
         **processing_request("evented-proc", instance_type="ml.m5.xlarge", count=1)
@@ -193,7 +204,8 @@ def test_processing_events_go_to_a_processing_rule_and_not_to_a_training_rule(
 def test_a_disabled_rule_gets_nothing(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    disabled, enabled = subscribe(TRAINING, state="DISABLED"), subscribe(TRAINING)
+    disabled = subscribe(TRAINING, "evented-disabled", state="DISABLED")
+    enabled = subscribe(TRAINING, "evented-disabled")
     sm.load_scenario(SCARCE)
     create_training(sm, clients, "evented-disabled")
     assert len(receive(clients["sqs"], enabled, len(TRAINING_STATES))) == len(TRAINING_STATES)
@@ -206,7 +218,7 @@ def test_a_disabled_rule_gets_nothing(
 def test_loss_rate_one_delivers_nothing(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING)
+    url = subscribe(TRAINING, "evented-lost")
     sm.load_scenario({**SCARCE, "events": {"loss_rate": 1}})
     create_training(sm, clients, "evented-lost")
     wait_done(sm, "evented-lost")
@@ -217,7 +229,7 @@ def test_loss_rate_one_delivers_nothing(
 def test_duplicate_rate_one_delivers_each_event_twice_with_the_same_id(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING)
+    url = subscribe(TRAINING, "evented-twice")
     sm.load_scenario(SCARCE)
     assert sm.set_events(duplicate_rate=1)["duplicate_rate"] == 1
     create_training(sm, clients, "evented-twice")
@@ -233,7 +245,7 @@ def test_duplicate_rate_one_delivers_each_event_twice_with_the_same_id(
 def test_delay_seconds_holds_each_event_back(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING)
+    url = subscribe(TRAINING, "evented-late")
     sm.load_scenario({**SCARCE, "events": {"delay_seconds": 1.5}})
     started = time.monotonic()
     create_training(sm, clients, "evented-late")
@@ -248,7 +260,7 @@ def test_delay_seconds_holds_each_event_back(
 def test_events_can_be_turned_off_and_changed_over_http(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING)
+    url = subscribe(TRAINING, "evented-off")
     sm.load_scenario(SCARCE)
     remote = OfflineSageMaker.attach(sm.endpoint_url)
     assert remote.set_events(enabled=False) == {
