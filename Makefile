@@ -9,7 +9,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser clean
+.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -23,7 +23,7 @@ help:
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
-	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded"
+	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded (EXECUTOR=celery: the Celery topology)"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
 	@echo "make e2e-ha   - the triggerer HA scenario alone at full size: 200 tasks waiting, one of two triggerers killed"
@@ -95,7 +95,10 @@ postgres:
 browser:
 	.ci/chromium.sh
 
-e2e: install postgres browser
+redis:
+	.ci/redis.sh
+
+e2e: install postgres browser redis
 	$(RUN) pytest -m e2e tests/e2e
 
 # make e2e runs it with fewer tasks (SM_PREFS_E2E_HA_TASKS, default in the test module) to stay quick.
@@ -119,8 +122,11 @@ soak-short: install postgres
 reliability-doc: install
 	$(RUN) python tests/e2e/e2e_reliability.py
 
-airflow: install postgres
-	$(RUN) python -m harness.deployment up --port 8080
+# EXECUTOR=celery: the production topology (CeleryExecutor on Redis, two workers, two schedulers, two
+# triggerers) instead of the LocalExecutor.
+EXECUTOR ?= local
+airflow: install postgres $(if $(filter celery,$(EXECUTOR)),redis)
+	$(RUN) python -m harness.deployment up --port 8080 --executor $(EXECUTOR)
 
 # The capacity page with something to show: a login, and 60 runs over the last 30 nights.
 airflow-history: install postgres

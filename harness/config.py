@@ -21,6 +21,9 @@ from pathlib import Path
 #: With ``triggerers=N`` the triggerer is N processes: ``triggerer``, ``triggerer-2`` ... (Airflow's HA mode).
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 DATABASES = ("auto", "postgres", "sqlite")
+#: ``local``: the LocalExecutor, task processes are the scheduler's children. ``celery``: the
+#: CeleryExecutor on a private Redis broker, task processes run in Celery workers of their own.
+EXECUTORS = ("local", "celery")
 #: Access key id and secret of the deployment's ``aws_default`` connection. The emulator accepts any
 #: credentials; the secret is distinctive so tests can prove it never leaks into logs, XComs or the DB.
 FAKE_ACCESS_KEY_ID = "AKIASMPREFSLOCALTEST"
@@ -77,7 +80,12 @@ def connection_credentials(env: Mapping[str, str], conn_id: str) -> dict[str, st
 
 def triggerer_names(count: int) -> tuple[str, ...]:
     """The process names of ``count`` triggerers: ``triggerer``, then ``triggerer-2``, ``triggerer-3`` ..."""
-    return ("triggerer", *(f"triggerer-{i}" for i in range(2, count + 1)))
+    return numbered("triggerer", count)
+
+
+def numbered(name: str, count: int) -> tuple[str, ...]:
+    """The process names of ``count`` copies of a component: ``name``, then ``name-2``, ``name-3`` ..."""
+    return (name, *(f"{name}-{i}" for i in range(2, count + 1)))
 
 
 def _fernet_key() -> str:
@@ -113,6 +121,14 @@ class DeploymentConfig:
         ``triggerer``, the others ``triggerer-2``, ``triggerer-3`` ...; same command and environment, each
         its own ``TriggererJob`` that takes unassigned triggers and those of a triggerer whose heartbeat
         is older than ``[triggerer] triggerer_health_check_threshold`` (10 s here).
+    :param executor: ``local`` (LocalExecutor) or ``celery``: CeleryExecutor with a private Redis broker
+        (``redis``, :mod:`harness.redis`) and ``workers`` Celery workers.
+    :param schedulers: scheduler processes (Airflow's HA scheduler when more than 1; it needs PostgreSQL):
+        ``scheduler``, ``scheduler-2`` ...
+    :param workers: Celery workers (``worker``, ``worker-2`` ...), each its own process group with its own
+        working directory (``root/<name>``), pid file and output log; with ``executor="local"``, none.
+    :param worker_concurrency: task processes one Celery worker runs at once.
+    :param broker_port: the Redis broker's port (default, also when 0: a free one).
     """
 
     root: Path
@@ -129,10 +145,25 @@ class DeploymentConfig:
     login: tuple[str, str] | None = None
     teams: tuple[str, ...] = ()
     triggerers: int = 1
+    executor: str = "local"
+    schedulers: int = 1
+    workers: int = 2
+    worker_concurrency: int = 8
+    broker_port: int = 0
 
     def __post_init__(self) -> None:
         if self.triggerers < 1:
             raise ValueError(f"triggerers: at least 1, not {self.triggerers}")
+        if self.schedulers < 1:
+            raise ValueError(f"schedulers: at least 1, not {self.schedulers}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor: {self.executor!r} is not one of {', '.join(EXECUTORS)}")
+        if self.executor == "celery" and (self.workers < 1 or self.worker_concurrency < 1):
+            raise ValueError("workers and worker_concurrency: at least 1 with executor='celery'")
+        if self.executor == "local":
+            self.workers = 0
+        else:
+            self.broker_port = self.broker_port or free_port()
         if self.database not in DATABASES:
             raise ValueError(f"database: {self.database!r} is not one of {', '.join(DATABASES)}")
         if self.login is not None:
@@ -150,7 +181,40 @@ class DeploymentConfig:
     def components(self) -> tuple[str, ...]:
         """The Airflow processes this deployment runs, in start order (:data:`COMPONENTS`, one name per
         triggerer)."""
-        return (*(c for c in COMPONENTS if c != "triggerer"), *triggerer_names(self.triggerers))
+        return (
+            "api-server",
+            *numbered("scheduler", self.schedulers),
+            "dag-processor",
+            *triggerer_names(self.triggerers),
+            *self.worker_names,
+        )
+
+    @property
+    def needs_postgres(self) -> str | None:
+        """Why this deployment cannot run on SQLite, if it cannot."""
+        if self.executor == "celery":
+            return "the CeleryExecutor"
+        if self.schedulers > 1:
+            return "more than one scheduler"
+        return None
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        return numbered("scheduler", self.schedulers)
+
+    @property
+    def worker_names(self) -> tuple[str, ...]:
+        """The Celery workers' process names (none with the LocalExecutor)."""
+        return numbered("worker", self.workers) if self.workers else ()
+
+    def workdir(self, component: str) -> Path:
+        """A component's working directory: a Celery worker's own (``root/<name>``), else AIRFLOW_HOME."""
+        return self.root / component if component in self.worker_names else self.home
+
+    @property
+    def broker_dir(self) -> Path:
+        """The Redis broker's append-only file."""
+        return self.root / "redis"
 
     @property
     def home(self) -> Path:
@@ -219,7 +283,7 @@ class DeploymentConfig:
         env.update(
             {
                 "AIRFLOW_HOME": str(self.home),
-                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                **self._executor_env(),
                 **database_env,
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
@@ -281,6 +345,23 @@ class DeploymentConfig:
         env.update(self.extra_env)
         return env
 
+    def _executor_env(self) -> dict[str, str]:
+        if self.executor == "local":
+            return {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+        from harness import redis
+
+        return {
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            # Results go to the metadata database (the provider's default: db+ and sql_alchemy_conn).
+            "AIRFLOW__CELERY__BROKER_URL": redis.url(self.broker_port),
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_concurrency),
+            # A task sent to a worker that died before starting it stays queued until this runs out; the
+            # scheduler then sends it again (Airflow's default, 600 s, is long for a test run).
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "15",
+            "AIRFLOW__CELERY__OPERATION_TIMEOUT": "5",
+        }
+
     def _auth_env(self) -> dict[str, str]:
         """SimpleAuthManager's settings: everyone is an admin, or the login's user is the only one."""
         if self.login is None:
@@ -305,7 +386,21 @@ class DeploymentConfig:
                 "--workers",
                 "1",
             ]
-        if component in ("scheduler", *triggerer_names(self.triggerers)):
+        if component in self.worker_names:
+            # Each worker names itself (two on one host) and keeps its pid file in its own directory.
+            return [
+                airflow,
+                "celery",
+                "worker",
+                "--celery-hostname",
+                f"{component}@%h",
+                "--concurrency",
+                str(self.worker_concurrency),
+                "--pid",
+                str(self.workdir(component) / "worker.pid"),
+                "--skip-serve-logs",
+            ]
+        if component in (*self.scheduler_names, *triggerer_names(self.triggerers)):
             # No log-serving sidecar: it binds 0.0.0.0, and the API server reads the local log files anyway.
             return [airflow, component.partition("-")[0], "--skip-serve-logs"]
         if component == "dag-processor":

@@ -43,8 +43,17 @@ class MetadataDatabase:
         #: The private PostgreSQL server, while one runs.
         self.postgres: postgres.LocalPostgres | None = None
 
-    def start(self) -> None:
-        """Start PostgreSQL if chosen (or if ``auto`` and it can run); SQLite needs nothing started."""
+    def start(self, needs_postgres: str | None = None) -> None:
+        """Start PostgreSQL if chosen (or if ``auto`` and it can run); SQLite needs nothing started.
+
+        :param needs_postgres: why the deployment cannot run on SQLite (several schedulers, Celery), if so:
+            then PostgreSQL must start, and its absence is an error that says why.
+        """
+        if needs_postgres is not None and (self.choice == "sqlite" or postgres.missing()):
+            raise DeploymentError(
+                f"{needs_postgres} needs PostgreSQL: "
+                + ("choose database='postgres'" if self.choice == "sqlite" else "; ".join(postgres.missing()))
+            )
         if self.choice == "sqlite" or (self.choice == "auto" and postgres.missing()):
             return
         self.postgres = postgres.LocalPostgres(free_port(), log_copy=self.log_dir / "postgres.log").start()

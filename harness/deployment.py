@@ -6,7 +6,14 @@ Airflow process, migrates a metadata database (a private PostgreSQL server when 
 see :mod:`harness.postgres`, else SQLite) and starts ``api-server``, ``scheduler`` (LocalExecutor),
 ``dag-processor`` and ``triggerer`` as separate processes, each in its own session with its output in
 ``AIRFLOW_HOME/logs/<component>.log`` (with ``triggerers=2``, Airflow's triggerer HA mode, a second
-triggerer ``triggerer-2`` beside the first). By default the REST API v2 and the UI are open without a login
+triggerer ``triggerer-2`` beside the first).
+
+With ``executor="celery"`` (``up --executor celery``) it is the production topology of Amazon MWAA, Astronomer
+and the official Helm chart: the CeleryExecutor with a private Redis broker (:mod:`harness.redis`, a
+supervised process named ``redis``), Celery workers ``worker`` and ``worker-2`` as process groups of their
+own, each with its own working directory, pid file and output log (they share the DAG folders, the database,
+the broker, and the task-log folder the api-server reads, as the Helm chart's logs volume is shared), two
+schedulers (``scheduler``, ``scheduler-2``: Airflow's HA scheduler, on PostgreSQL) and two triggerers. By default the REST API v2 and the UI are open without a login
 (``simple_auth_manager_all_admins``), so this is for a developer's machine only; everything binds
 127.0.0.1. With ``login=("admin", "secret")`` the deployment requires that login instead (one Admin
 user of SimpleAuthManager): the REST client signs in with it (Bearer token), :meth:`LocalAirflow.token`
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import os
 import secrets
 import shutil
 import signal
@@ -38,7 +46,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.testing import RemoteSageMaker
 from harness import database as metadata_db
-from harness import supervisor
+from harness import redis, supervisor
 from harness.config import (
     COMPONENTS,
     FAKE_ACCESS_KEY_ID,
@@ -53,7 +61,7 @@ from harness.errors import DeploymentError
 from harness.postgres import LocalPostgres
 from harness.rest import ACTIVE_TI_STATES, TERMINAL_RUN_STATES, TERMINAL_TI_STATES, AirflowRestClient
 from harness.supervisor import Supervisor
-from harness.waits import Waits
+from harness.waits import Waits, wait_until
 
 __all__ = [
     "ACTIVE_TI_STATES",
@@ -103,7 +111,11 @@ class LocalAirflow:
         startup_timeout: float = 240.0,
         login: tuple[str, str] | None = None,
         teams: Sequence[str] = (),
-        triggerers: int = 1,
+        triggerers: int | None = None,
+        executor: str = "local",
+        schedulers: int | None = None,
+        workers: int = 2,
+        worker_concurrency: int = 8,
     ) -> None:
         self.config = DeploymentConfig(
             root=Path(root),
@@ -119,7 +131,12 @@ class LocalAirflow:
             startup_timeout=startup_timeout,
             login=login,
             teams=tuple(teams),
-            triggerers=triggerers,
+            # The production topology (Celery) runs two of each: HA schedulers and triggerers.
+            triggerers=triggerers if triggerers is not None else (2 if executor == "celery" else 1),
+            executor=executor,
+            schedulers=schedulers if schedulers is not None else (2 if executor == "celery" else 1),
+            workers=workers,
+            worker_concurrency=worker_concurrency,
         )
         self.home = self.config.home
         self.log_dir = self.config.log_dir
@@ -228,11 +245,13 @@ class LocalAirflow:
         # Last line of defence when the caller forgets stop() or dies of an exception outside a with-block.
         atexit.register(self.stop)
         self._sm = start_emulator(self.supervisor, self.config.scenario, deadline)
+        if self.config.executor == "celery":
+            self.start_broker(deadline - time.monotonic())
         if self.config.login is not None:
             self.config.passwords_file.parent.mkdir(parents=True, exist_ok=True)
             self.config.passwords_file.write_text(self.config.passwords_json() + "\n", encoding="utf-8")
             self.config.passwords_file.chmod(0o600)
-        self.database.start()
+        self.database.start(needs_postgres=self.config.needs_postgres)
         self._env = self.config.airflow_env(
             emulator_url=self._sm.endpoint_url,
             region=self._sm.region,
@@ -241,9 +260,34 @@ class LocalAirflow:
         self.database.migrate(self._env, timeout=max(30.0, deadline - time.monotonic()))
         self.database.create_teams(self._env, self.config.teams)
         for name in self.config.components:
-            self.supervisor.start(name, self.config.command(name), self._env)
+            self.supervisor.start(name, self.config.command(name), self._env, cwd=self.config.workdir(name))
         self.waits.wait_healthy(deadline - time.monotonic(), triggerers=self.config.triggerers)
+        for name in self.config.worker_names:
+            self.wait_worker_ready(name, deadline - time.monotonic())
         return self
+
+    def start_broker(self, timeout: float = 60.0) -> None:
+        """Start (or, after a kill, start again) the Celery deployment's Redis broker; returns once it
+        answers."""
+        port = self.config.broker_port
+        if redis.REDIS in self.supervisor.procs:
+            self.supervisor.restart(redis.REDIS)
+        else:
+            self.supervisor.start(redis.REDIS, redis.command(port, self.config.broker_dir), dict(os.environ))
+        redis.wait_ready(port, max(5.0, timeout))
+
+    def wait_worker_ready(self, name: str, timeout: float = 120.0) -> None:
+        """Until the Celery worker ``name`` has connected to the broker and is ready for tasks (its log
+        says so after its latest start)."""
+        log = self.supervisor.log(name)
+        starts = self.supervisor.starts(name)
+
+        def ready() -> bool:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            # The log is appended to across restarts: only what this start wrote counts.
+            return text.count(" ready.") >= starts
+
+        wait_until(ready, timeout, lambda: f"{name} is not ready; see {log}")
 
     def stop(self) -> None:
         """Stop every process this deployment started (whole sessions), politely then by force."""
@@ -306,10 +350,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--schedules", action="store_true", help="let scheduled DAGs run (default: trigger runs yourself)"
     )
     up.add_argument(
+        "--executor",
+        choices=("local", "celery"),
+        default="local",
+        help="local: LocalExecutor (default). celery: CeleryExecutor on a private Redis broker with two "
+        "Celery workers, two schedulers and two triggerers (the production topology)",
+    )
+    up.add_argument(
         "--triggerers",
         type=int,
-        default=1,
-        help="triggerer processes (default 1; 2 or more: Airflow's triggerer HA mode)",
+        default=None,
+        help="triggerer processes (default 1, 2 with --executor celery; 2 or more: Airflow's HA mode)",
+    )
+    up.add_argument(
+        "--schedulers",
+        type=int,
+        default=None,
+        help="scheduler processes (default 1, 2 with --executor celery: Airflow's HA scheduler)",
+    )
+    up.add_argument(
+        "--workers", type=int, default=2, help="Celery workers (default 2; with --executor celery)"
     )
     up.add_argument(
         "--login",
@@ -351,6 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             database=args.database,
             login=login,
             triggerers=args.triggerers,
+            executor=args.executor,
+            schedulers=args.schedulers,
+            workers=args.workers,
         ) as af:
             who = f"log in as {login[0]} / {login[1]}" if login else "no login: all users are admin"
             if args.seed_history:
@@ -360,9 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"offline SageMaker:  {af.emulator_url}  (admin: {af.emulator_url}/_emulator/jobs)")
             print(f"AIRFLOW_HOME:       {af.home}  (component logs in {af.log_dir})")
             print(f"metadata database:  {af.database_backend}")
+            print(f"executor:           {_topology(af)}")
             print(f"ready in {time.monotonic() - started:.0f}s; Ctrl-C stops everything", flush=True)
             while not stop:
-                for name in (*af.config.components, EMULATOR):
+                for name in af.supervisor.procs:
                     if not af.is_alive(name):
                         print(f"{name} exited; see {af.process_log(name)}", file=sys.stderr)
                         return 1
@@ -374,6 +438,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print("stopped")
     return 0
+
+
+def _topology(af: LocalAirflow) -> str:
+    config = af.config
+    if config.executor == "local":
+        return f"LocalExecutor, {config.schedulers} scheduler(s), {config.triggerers} triggerer(s)"
+    return (
+        f"CeleryExecutor on Redis {redis.url(config.broker_port)}: {config.workers} workers x "
+        f"{config.worker_concurrency} slots, {config.schedulers} schedulers, {config.triggerers} triggerers"
+    )
 
 
 def _login(raw: str | None) -> tuple[str, str] | None:

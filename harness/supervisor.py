@@ -20,13 +20,14 @@ from harness.errors import DeploymentError
 class _Spec:
     command: list[str]
     env: dict[str, str]
+    cwd: Path
 
 
 class Supervisor:
     """Named processes, each its own session (process group leader) logging to ``log_dir/<name>.log``.
 
     :param log_dir: where each process's stdout and stderr go (appended, so a restart keeps the story).
-    :param cwd: working directory of every process.
+    :param cwd: working directory of every process that :meth:`start` is not given one for.
     """
 
     def __init__(self, log_dir: Path, cwd: Path) -> None:
@@ -36,18 +37,29 @@ class Supervisor:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._specs: dict[str, _Spec] = {}
         self._log_files: dict[str, IO[bytes]] = {}
+        self._starts: dict[str, int] = {}
 
     def log(self, name: str) -> Path:
         """The file a process's stdout/stderr goes to."""
         return self.log_dir / f"{name}.log"
 
-    def start(self, name: str, command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        """Start ``command`` as process ``name``; :meth:`restart` starts the same command again."""
-        self._specs[name] = _Spec(list(command), dict(env))
+    def start(
+        self, name: str, command: Sequence[str], env: Mapping[str, str], cwd: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` as process ``name`` (in ``cwd``, created if missing); :meth:`restart` starts
+        the same command again."""
+        workdir = cwd or self.cwd
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._specs[name] = _Spec(list(command), dict(env), workdir)
         return self._spawn(name)
+
+    def starts(self, name: str) -> int:
+        """How many times ``name`` was started (its first start and every restart)."""
+        return self._starts.get(name, 0)
 
     def _spawn(self, name: str) -> subprocess.Popen[bytes]:
         spec = self._specs[name]
+        self._starts[name] = self._starts.get(name, 0) + 1
         handle = self.log(name).open("ab")
         old = self._log_files.pop(name, None)
         if old is not None:
@@ -61,7 +73,7 @@ class Supervisor:
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            cwd=self.cwd,
+            cwd=spec.cwd,
         )
         self.procs[name] = proc
         return proc
