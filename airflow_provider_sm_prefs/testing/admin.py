@@ -18,7 +18,9 @@ __all__ = ["ADMIN_PREFIX", "ROUTES", "AdminTarget", "dispatch"]
 #: Where the admin routes are served.
 ADMIN_PREFIX = "/_emulator"
 _JOB_PREFIX = "jobs/"
-_FAULT_FIELDS = frozenset({"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits"})
+_FAULT_FIELDS = frozenset(
+    {"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits", "response_latency_ms"}
+)
 _EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
 
 Answer = tuple[int, Any]
@@ -46,6 +48,7 @@ class AdminTarget(Protocol):
         latency_ms: float | None = None,
         drop_rate: float | None = None,
         rate_limits: Mapping[str, float] | None = None,
+        response_latency_ms: Mapping[str, float] | None = None,
     ) -> dict[str, Any]: ...
     def event_settings(self) -> dict[str, Any]: ...
     def set_events(

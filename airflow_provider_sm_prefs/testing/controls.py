@@ -177,8 +177,14 @@ class EmulatorControls:
         latency_ms: float | None = None,
         drop_rate: float | None = None,
         rate_limits: Mapping[str, float] | None = None,
+        response_latency_ms: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Change fault injection for the emulated operations; None keeps a setting."""
+        """Change fault injection for the emulated operations; None keeps a setting.
+
+        ``rate_limits`` (``{operation: calls per second}``) and ``response_latency_ms`` (``{operation:
+        milliseconds}`` an answer is held after the call took effect) replace the whole mapping; ``{}``
+        clears it. Returns the faults in force.
+        """
         body: dict[str, Any] = {
             key: value
             for key, value in {
@@ -187,6 +193,7 @@ class EmulatorControls:
                 "latency_ms": latency_ms,
                 "drop_rate": drop_rate,
                 "rate_limits": dict(rate_limits) if rate_limits is not None else None,
+                "response_latency_ms": dict(response_latency_ms) if response_latency_ms is not None else None,
             }.items()
             if value is not None
         }
@@ -194,8 +201,10 @@ class EmulatorControls:
         return result
 
     def clear_faults(self) -> dict[str, Any]:
-        """Turn every injected fault and rate limit off."""
-        return self.set_faults(throttle_rate=0, error_rate=0, latency_ms=0, drop_rate=0, rate_limits={})
+        """Turn every injected fault, rate limit and response latency off."""
+        return self.set_faults(
+            throttle_rate=0, error_rate=0, latency_ms=0, drop_rate=0, rate_limits={}, response_latency_ms={}
+        )
 
     def set_events(
         self,

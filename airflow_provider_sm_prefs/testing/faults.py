@@ -2,11 +2,13 @@
 
 Per call, in this order: ``drop_rate`` closes the connection; the per-operation rate limit (a token
 bucket) and ``throttle_rate`` throttle; ``error_rate`` answers 500 or 503. Draws come from one seeded
-random generator, so a scenario with a ``seed`` faults the same calls every run.
+random generator, so a scenario with a ``seed`` faults the same calls every run. ``latency_ms`` delays
+every call before it runs; ``response_latency_ms`` delays the answer of one operation after it ran.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Mapping
@@ -90,6 +92,10 @@ class FaultInjector:
         """Added to every SageMaker response."""
         return self.faults.latency_ms / 1000.0
 
+    def response_latency_seconds(self, operation: str) -> float:
+        """Held between ``operation`` taking effect and its answer leaving."""
+        return self.faults.response_latency_ms.get(operation, 0.0) / 1000.0
+
     def draw(self, operation: str) -> Fault | None:
         """The fault for one call of ``operation``, if any."""
         faults = self.faults
@@ -105,15 +111,26 @@ class FaultInjector:
             return Fault.ERROR_500 if rng.random() < 0.5 else Fault.ERROR_503
         return None
 
-    def update(self, changes: Mapping[str, float | None], rate_limits: Mapping[str, float] | None) -> None:
-        """Change fault rates (None keeps a rate) and, unless None, replace the rate limits.
+    def update(
+        self,
+        changes: Mapping[str, float | None],
+        rate_limits: Mapping[str, float] | None,
+        response_latency_ms: Mapping[str, float] | None = None,
+    ) -> None:
+        """Change fault rates (None keeps a rate) and, unless None, replace the rate limits and the
+        response latencies.
 
         :raises ValueError: naming the first invalid setting; nothing changes then.
         """
         _validate_rates(changes)
         if rate_limits is not None:
             _validate_rate_limits(rate_limits)
-        self.faults = replace(self.faults, **{k: float(v) for k, v in changes.items() if v is not None})
+        if response_latency_ms is not None:
+            _validate_response_latency(response_latency_ms)
+        replaced: dict[str, Any] = {k: float(v) for k, v in changes.items() if v is not None}
+        if response_latency_ms is not None:
+            replaced["response_latency_ms"] = {op: float(ms) for op, ms in response_latency_ms.items()}
+        self.faults = replace(self.faults, **replaced)
         if rate_limits is not None:
             self._set_rate_limits({op: float(rate) for op, rate in rate_limits.items()})
 
@@ -142,3 +159,15 @@ def _validate_rate_limits(rate_limits: Mapping[str, float]) -> None:
             raise ValueError(f"rate_limits.{op}: not an emulated operation ({', '.join(sorted(OPERATIONS))})")
         if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
             raise ValueError(f"rate_limits.{op}: must be a positive number of calls per second")
+
+
+def _validate_response_latency(response_latency_ms: Mapping[str, float]) -> None:
+    if not isinstance(response_latency_ms, Mapping):
+        raise ValueError("response_latency_ms: must be a mapping of operation to milliseconds")
+    for op, ms in response_latency_ms.items():
+        if op not in OPERATIONS:
+            raise ValueError(
+                f"response_latency_ms.{op}: not an emulated operation ({', '.join(sorted(OPERATIONS))})"
+            )
+        if isinstance(ms, bool) or not isinstance(ms, int | float) or not math.isfinite(ms) or ms < 0:
+            raise ValueError(f"response_latency_ms.{op}: must be a number of milliseconds >= 0")

@@ -333,8 +333,20 @@ def _faults(data: Mapping[str, Any]) -> dict[str, Any]:
             error_rate=_rate(faults.get("error_rate", 0.0), "faults.error_rate"),
             latency_ms=_number(faults.get("latency_ms", 0.0), "faults.latency_ms"),
             drop_rate=_rate(faults.get("drop_rate", 0.0), "faults.drop_rate"),
+            response_latency_ms=_response_latency(
+                faults.get("response_latency_ms"), "faults.response_latency_ms"
+            ),
         )
     }
+
+
+def _response_latency(value: Any, where: str) -> dict[str, float]:
+    latencies: dict[str, float] = {}
+    for op, ms in _mapping(value, where).items():
+        if op not in OPERATIONS:
+            raise unknown_key(where, op, OPERATIONS)
+        latencies[op] = _number(ms, f"{where}.{op}")
+    return latencies
 
 
 def _rate_limits(data: Mapping[str, Any]) -> dict[str, Any]:

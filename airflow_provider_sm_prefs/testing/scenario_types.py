@@ -58,7 +58,7 @@ DEFAULT_MAX_PENDING_SECONDS = 2_419_200
 #: The lifecycle phases whose durations a scenario sets, in file order.
 PHASES = ("starting", "downloading", "uploading", "stopping")
 #: The injected fault settings, in file order.
-FAULT_KEYS = ("throttle_rate", "error_rate", "latency_ms", "drop_rate")
+FAULT_KEYS = ("throttle_rate", "error_rate", "latency_ms", "drop_rate", "response_latency_ms")
 #: The EventBridge event settings, in file order.
 EVENT_KEYS = ("enabled", "delay_seconds", "loss_rate", "duplicate_rate")
 
@@ -139,16 +139,25 @@ class PhaseSeconds:
 
 @dataclass(frozen=True)
 class Faults:
-    """Probabilities (0..1) of injected faults per SageMaker call, and a fixed added latency."""
+    """Probabilities (0..1) of injected faults per SageMaker call, a fixed added latency, and per-operation
+    response latencies.
+
+    ``latency_ms`` delays every call before it runs; ``response_latency_ms`` (``{operation: ms}``) delays
+    the answer of one operation after it ran, so its effect (a created job) exists before the client
+    learns of it.
+    """
 
     throttle_rate: float = 0.0
     error_rate: float = 0.0
     latency_ms: float = 0.0
     drop_rate: float = 0.0
+    response_latency_ms: Mapping[str, float] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
         """Render in the scenario file's form."""
-        return {name: getattr(self, name) for name in FAULT_KEYS}
+        out: dict[str, Any] = {name: getattr(self, name) for name in FAULT_KEYS}
+        out["response_latency_ms"] = dict(self.response_latency_ms)
+        return out
 
 
 @dataclass(frozen=True)

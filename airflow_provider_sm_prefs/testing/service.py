@@ -2,8 +2,9 @@
 and the EventBridge events of the jobs' state changes (:mod:`.eventbridge`).
 
 :class:`EmulatorService` answers one emulated SageMaker call as a :class:`~.responses.Response` (faults
-first, so a faulted call has no side effects) and carries the admin operations, reachable both as
-methods (in-process) and through :meth:`EmulatorService.admin` (the HTTP routes of :mod:`.admin`).
+first, so a faulted call has no side effects; a response latency last, so the call's effect exists
+before its answer leaves) and carries the admin operations, reachable both as methods (in-process) and
+through :meth:`EmulatorService.admin` (the HTTP routes of :mod:`.admin`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class EmulatorService:
     def handle_sagemaker(self, operation: str, body: bytes, authorization: str | None = None) -> Response:
         """Answer one emulated SageMaker call (faults first, so a faulted call has no side effects).
 
+        A response latency of ``operation`` holds the answer after the call ran (accepted or rejected),
+        outside the lock, counted in :meth:`stats` under ``in_flight`` meanwhile.
+
         :param authorization: the request's ``Authorization`` header; only the access key id it names is
             kept (counted in :meth:`stats`), the signature is neither checked nor stored.
         """
@@ -103,14 +107,32 @@ class EmulatorService:
             return error_response(fault.error(), date)
         if params is None:
             return error_response(SerializationError("Request body is not valid JSON"), date)
+        result: dict[str, Any] = {}
+        error: ApiError | None = None
         with self.lock:
             try:
                 result = self.api.call(operation, params)
-            except ApiError as error:
-                self._stats.rejected(operation, error.code)
-                return error_response(error, self.engine.now())
+            except ApiError as rejected:
+                self._stats.rejected(operation, rejected.code)
+                error = rejected
             date = self.engine.now()
+            stats, hold = self._stats, self._injector.response_latency_seconds(operation)
+            if hold > 0:
+                stats.answer_held(operation)
+        if hold > 0:
+            self._hold_answer(stats, operation, hold)
+        if error is not None:
+            return error_response(error, date)
         return json_response(200, result, date)
+
+    def _hold_answer(self, stats: Stats, operation: str, seconds: float) -> None:
+        """Hold the answer of a call that took effect for ``seconds``, without the lock; ``stats`` (the
+        counters of the world the call ran in, even if a reset replaced them since) counts it meanwhile."""
+        try:
+            time.sleep(seconds)
+        finally:
+            with self.lock:
+                stats.answer_released(operation)
 
     # ------------------------------------------------------------------------------------- events
 
@@ -135,8 +157,9 @@ class EmulatorService:
     # ----------------------------------------------------------------------------- admin (methods)
 
     def stats(self) -> dict[str, Any]:
-        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, and per job; and
-        the EventBridge event counters under ``events``."""
+        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, per job, per access
+        key, and the calls whose answer a response latency holds (``in_flight``); and the EventBridge
+        event counters under ``events``."""
         with self.lock:
             return {**self._stats.snapshot(), "events": self.events.snapshot()}
 
@@ -197,8 +220,13 @@ class EmulatorService:
         latency_ms: float | None = None,
         drop_rate: float | None = None,
         rate_limits: Mapping[str, float] | None = None,
+        response_latency_ms: Mapping[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Change fault injection; arguments left as None keep their value. Returns the faults in force."""
+        """Change fault injection; arguments left as None keep their value. Returns the faults in force.
+
+        ``rate_limits`` and ``response_latency_ms`` (``{operation: ms}``) replace the whole mapping
+        (``{}`` clears it).
+        """
         changes = {
             "throttle_rate": throttle_rate,
             "error_rate": error_rate,
@@ -206,7 +234,7 @@ class EmulatorService:
             "drop_rate": drop_rate,
         }
         with self.lock:
-            self._injector.update(changes, rate_limits)
+            self._injector.update(changes, rate_limits, response_latency_ms)
         return self.fault_settings()
 
     def fault_settings(self) -> dict[str, Any]:
