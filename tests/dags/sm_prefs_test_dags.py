@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, task, task_group
 
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.operators import (
@@ -208,3 +208,48 @@ with DAG(
     "t_null_xcom", schedule=None, start_date=datetime(2026, 9, 15), catchup=False, params=dict(PARAMS)
 ) as t_null_xcom:
     push_nothing() >> pull_nothing()
+
+
+@task
+def group_args(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``params.tasks``: the arguments of each mapped task group."""
+    assert params is not None
+    return [dict(args) for args in params["tasks"]]
+
+
+@task(multiple_outputs=False)
+def read_own_job(
+    record: dict[str, Any], params: dict[str, Any] | None = None, ti: Any = None
+) -> dict[str, Any]:
+    """Inside a mapped task group: the record of the group's own job, as an argument and pulled by index."""
+    pulled = ti.xcom_pull(task_ids="pair.job", map_indexes=ti.map_index)
+    values = {"argument": record, "pulled": pulled, "map_index": ti.map_index}
+    if params and params.get("out"):
+        with open(f"{params['out']}.{ti.map_index}", "w") as fh:
+            json.dump(values, fh)
+    return values
+
+
+@task_group
+def pair(config: dict[str, Any], instance_preferences: list[dict[str, Any]]) -> None:
+    """A job and the task that reads its outcome, once per mapped group."""
+    job = SageMakerPreferenceTrainingOperator(
+        task_id="job",
+        config=config,
+        instance_preferences=instance_preferences,
+        max_pending=3600,  # literal: the operator checks what it can when the DAG is parsed
+        poll_interval=POLL,
+        wait_for_completion=False,
+    )
+    read_own_job(job.output)
+
+
+with DAG(
+    "t_group_mapped",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    render_template_as_native_obj=True,
+    params={**PARAMS, "tasks": []},
+) as t_group_mapped:
+    pair.expand_kwargs(group_args())

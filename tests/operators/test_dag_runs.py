@@ -388,3 +388,31 @@ def test_non_deferrable_mode_has_the_same_outcome(sm: Any, run_test_dag: Any) ->
     states, xcom = run_test_dag("t_train_sync", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None and (xcom["preference_rank"], xcom["job_status"]) == (2, "Completed")
+
+
+# -- mapped task groups --------------------------------------------------------------------------------
+
+
+def test_in_a_mapped_task_group_each_job_runs_on_its_own_list_and_hands_its_record_on(
+    sm: Any, run_test_dag: Any, tmp_path: Any
+) -> None:
+    """The operator inside ``@task_group ... .expand_kwargs()``: its config and list are the group's mapped
+    arguments (MappedArgument at parse time), resolved per map index when the task runs."""
+    import json
+
+    sm.load_scenario(FIRST_CHOICE_SCARCE)
+    tasks = [
+        {"config": training_config("grouped-0"), "instance_preferences": NIGHTLY},
+        {"config": training_config("grouped-1"), "instance_preferences": NIGHTLY[1:]},
+    ]
+    states, _ = run_test_dag("t_group_mapped", tasks=tasks)
+    assert states["pair.job"] == "success" and states["pair.read_own_job"] == "success", states
+    out = sorted(tmp_path.glob("t_group_mapped-out.json.*"))
+    read = [json.loads(path.read_text()) for path in out]
+    assert [r["map_index"] for r in read] == [0, 1]
+    for r, name in zip(read, ("grouped-0", "grouped-1"), strict=True):
+        assert r["argument"]["job_name"] == r["pulled"]["job_name"] == name
+        assert (r["argument"]["selected_instance_type"], r["argument"]["selected_instance_count"]) == (G5, 4)
+    # The first group's list starts with the scarce g6 (rank 2); the second's starts at g5 (rank 1).
+    assert [r["argument"]["preference_rank"] for r in read] == [2, 1]
+    assert creates(sm) == 2
