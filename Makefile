@@ -9,7 +9,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -29,6 +29,9 @@ help:
 	@echo "make e2e-ha   - the triggerer HA scenario alone at full size: 200 tasks waiting, one of two triggerers killed"
 	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED, SOAK_BUDGET)"
 	@echo "make soak-short - the soak as a test: 2 nights x 10 mapped tasks under every fault kind"
+	@echo "make chaos    - the Celery topology (2 workers, 2 schedulers, 2 triggerers, Redis) under 20+ kill -9 at random instants, 50 mapped tasks; not in CI (CHAOS_FLEET, CHAOS_KILLS, CHAOS_SEED)"
+	@echo "make latency  - selection -> next task running, p50/p95/max per part, poll and event mode, on the Celery topology"
+	@echo "make chaos-short - the chaos run as a test: 10 tasks, one kill of each component kind (in make e2e and CI)"
 	@echo "make reliability-doc - publish the last e2e run's reliability table and soak report (build/reliability) into docs/"
 
 $(VENV)/.installed: pyproject.toml uv.lock
@@ -114,6 +117,24 @@ SOAK_SEED ?= 1
 SOAK_BUDGET ?=
 soak: install postgres
 	$(RUN) python -m harness.soak --nights $(SOAK_NIGHTS) --fleet $(SOAK_FLEET) --seed $(SOAK_SEED) $(if $(SOAK_BUDGET),--budget $(SOAK_BUDGET))
+
+# Chaos at any instant in the Celery topology (harness/chaos.py): CHAOS_FLEET mapped tasks with retries
+# while CHAOS_KILLS components are killed with kill -9 at seeded random instants and restarted; writes
+# build/reliability/chaos.json and chaos.md, exits non-zero unless every invariant holds. Not in CI.
+CHAOS_FLEET ?= 50
+CHAOS_KILLS ?= 20
+CHAOS_SEED ?= 1
+chaos: install postgres redis
+	$(RUN) python -m harness.chaos --fleet $(CHAOS_FLEET) --kills $(CHAOS_KILLS) --seed $(CHAOS_SEED)
+
+# From SageMaker selecting an entry to the next task running, poll and event mode, on the Celery topology
+# (harness/latency.py); prints the table of docs/performance.md. About 10 minutes; not in CI.
+latency: install postgres redis
+	$(RUN) python -m harness.latency
+
+# The short chaos run as a test (10 tasks, one kill of each kind of component); make e2e and CI run it.
+chaos-short: install postgres redis
+	$(RUN) pytest -m chaos tests/e2e/test_chaos.py
 
 soak-short: install postgres
 	$(RUN) pytest -m soak tests/e2e/test_soak.py

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: Airflow components a deployment runs, in start order (the offline SageMaker starts before them).
 #: With ``triggerers=N`` the triggerer is N processes: ``triggerer``, ``triggerer-2`` ... (Airflow's HA mode).
@@ -33,6 +34,11 @@ FAKE_SECRET_ACCESS_KEY = "smprefs-FAKE-secret-9f3c2a71-do-not-leak"
 #: every deployment: see :func:`real_looking_credentials`. Tests run DAGs with it and prove that none
 #: of them appears in any log, XCom, trigger row, rendered template, page or lineage event.
 SECOND_CONN_ID = "aws_sm_prod"
+#: A third AWS connection, to the same offline SageMaker with aws_default's credentials, whose tasks wait in
+#: event mode: its extra ``sm_prefs_event_queue_url`` names :data:`EVENT_QUEUE` (created by whoever uses it:
+#: ``sm.create_event_queue(EVENT_QUEUE)``). An AWS-style URL: the SQS client sends it to the endpoint.
+EVENTS_CONN_ID = "aws_sm_events"
+EVENT_QUEUE = "sm-prefs-local-events"
 #: The checkout this harness belongs to.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,7 +261,7 @@ class DeploymentConfig:
             }
             for i, folder in enumerate(self.dags_folders)
         ]
-        connection = {
+        connection: dict[str, Any] = {
             "conn_type": "aws",
             "login": FAKE_ACCESS_KEY_ID,
             "password": FAKE_SECRET_ACCESS_KEY,
@@ -331,10 +337,25 @@ class DeploymentConfig:
                 # Dozens of task processes on 2 cores keep the api-server busy: a task's call to the
                 # execution API may take longer than the default 5 s, and then the task fails for it.
                 "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+                # A task's calls to the execution API are retried 5 times by default, with waits from 1 s
+                # up: they give up within seconds, and a task that starts while the api-server restarts
+                # (15-20 s here) fails its try for it. Twelve tries, waits of 1 s up to 10 s, ride out
+                # about 80 s of api-server downtime (docs/local-airflow.md).
+                "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "12",
+                "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX": "10",
                 "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
                 "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
                 "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),
                 f"AIRFLOW_CONN_{SECOND_CONN_ID.upper()}": json.dumps(second_connection),
+                f"AIRFLOW_CONN_{EVENTS_CONN_ID.upper()}": json.dumps(
+                    {
+                        **connection,
+                        "extra": {
+                            **connection["extra"],
+                            "sm_prefs_event_queue_url": f"https://sqs.{region}.amazonaws.com/123456789012/{EVENT_QUEUE}",
+                        },
+                    }
+                ),
                 # DAG files that read their poll cadence at parse time (the examples, tests/dags).
                 "SM_PREFS_POLL_INTERVAL": str(self.poll_interval),
                 "SM_PREFS_MAX_POLL_INTERVAL": str(self.max_poll_interval),

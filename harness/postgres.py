@@ -136,6 +136,27 @@ class LocalPostgres:
         )
         return result.stdout
 
+    def kill(self) -> int:
+        """``kill -9`` of the server: the postmaster and every backend at once, as a crash; returns how many
+        processes. :meth:`start_again` brings it back on the same port and data (crash recovery)."""
+        import psutil
+
+        assert self.data is not None
+        leader = psutil.Process(int((self.data / "data" / "postmaster.pid").read_text().split()[0]))
+        members = [leader, *leader.children(recursive=True)]
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(members, timeout=15)
+        return len(members)
+
+    def start_again(self) -> None:
+        """Start the server on its data directory again (after :meth:`kill`); returns once it accepts."""
+        assert self.data is not None
+        pgdata = str(self.data / "data")
+        options = f"{_SERVER_OPTIONS} -p {self.port} -c unix_socket_directories={self.data}"
+        self._run("pg_ctl", "-D", pgdata, "-l", str(self.data / "server.log"), "-o", options, "-w", "start")
+
     def stop(self) -> None:
         if self.data is None:
             return

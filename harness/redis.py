@@ -29,9 +29,12 @@ def missing() -> list[str]:
     )
 
 
-def command(port: int, data_dir: Path) -> list[str]:
-    """The broker's command line: 127.0.0.1:``port``, its append-only file in ``data_dir``."""
-    server = shutil.which("redis-server")
+def command(port: int, data_dir: Path, server: str | None = None) -> list[str]:
+    """The broker's command line: 127.0.0.1:``port``, its append-only file in ``data_dir``.
+
+    :param server: the ``redis-server`` binary (default: the one on PATH).
+    """
+    server = server or shutil.which("redis-server")
     if server is None:
         raise DeploymentError("cannot start the Celery broker; missing: " + "; ".join(missing()))
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -202,10 +202,13 @@ def night_scenario(plan: NightPlan, fleet: int) -> tuple[dict[str, Any], int]:
 class MemorySampler:
     """Peak RSS (sum over a component's processes) of every component, sampled in a thread."""
 
-    def __init__(self, af: LocalAirflow, every: float = SAMPLE_EVERY) -> None:
+    def __init__(
+        self, af: LocalAirflow, every: float = SAMPLE_EVERY, components: Sequence[str] = MEMORY_COMPONENTS
+    ) -> None:
         self.af = af
         self.every = every
-        self.peak: dict[str, int] = dict.fromkeys(MEMORY_COMPONENTS, 0)
+        self.components = tuple(components)
+        self.peak: dict[str, int] = dict.fromkeys(self.components, 0)
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-memory", daemon=True)
@@ -261,7 +264,7 @@ class MemorySampler:
             self._stop.wait(self.every)
 
     def peak_mib(self) -> dict[str, float]:
-        return {name: round(self.peak.get(name, 0) / 2**20, 1) for name in MEMORY_COMPONENTS}
+        return {name: round(self.peak.get(name, 0) / 2**20, 1) for name in self.components}
 
 
 # -- one night ---------------------------------------------------------------------------------------------

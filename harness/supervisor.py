@@ -8,7 +8,9 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -188,3 +190,50 @@ def kill_task_process(ti_id: str, sig: int = signal.SIGKILL, which: str = "task"
         raise DeploymentError(f"no {which} process for task instance {ti_id} (found {pids})")
     os.kill(pids[which], sig)
     return pids[which]
+
+
+class Keeper:
+    """Restarts any process of ``supervisor`` that exits, as Kubernetes (``restartPolicy: Always``),
+    systemd or the Helm chart's pods do: a scheduler exits when its database goes away, and production
+    starts it again. A thread; a context manager.
+
+    :param hold: names not to restart right now (a component deliberately down for a while).
+    :param on_restart: called with ``(name, exit code)`` after each restart.
+    """
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        hold: Callable[[], set[str]] = set,
+        on_restart: Callable[[str, int], None] | None = None,
+        every: float = 1.0,
+    ) -> None:
+        self.supervisor = supervisor
+        self.hold = hold
+        self.on_restart = on_restart
+        self.every = every
+        #: ``(name, exit code)`` of every restart, in order.
+        self.restarts: list[tuple[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="keeper", daemon=True)
+
+    def __enter__(self) -> Keeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            held = self.hold()
+            for name, proc in list(self.supervisor.procs.items()):
+                code = proc.poll()
+                if code is None or name in held:
+                    continue
+                self.supervisor.restart(name)
+                self.restarts.append((name, code))
+                if self.on_restart is not None:
+                    self.on_restart(name, code)
+                time.sleep(0.1)

@@ -34,6 +34,7 @@ E2E_DAGS = (
     "t_process",
     "e2e_fleet",
     "e2e_retry",
+    "e2e_chaos",
 )
 
 
@@ -73,9 +74,12 @@ def airflow(
     A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for),
     ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``) and
     ``E2E_LOGIN`` (``(user, password)``: the deployment requires that login, the REST client signs in),
-    ``E2E_TEAMS`` (teams created before the components start) and ``E2E_TRIGGERERS`` (triggerer
-    processes, default 1; 2 runs Airflow's triggerer HA mode: ``triggerer`` and ``triggerer-2``).
+    ``E2E_TEAMS`` (teams created before the components start), ``E2E_TRIGGERERS`` (triggerer
+    processes, default 1; 2 runs Airflow's triggerer HA mode: ``triggerer`` and ``triggerer-2``) and
+    ``E2E_EXECUTOR`` (``local`` or ``celery``: the CeleryExecutor topology, two workers, two schedulers,
+    two triggerers). ``SM_PREFS_E2E_EXECUTOR=celery`` runs every module on the Celery topology.
     """
+    executor = getattr(request.module, "E2E_EXECUTOR", os.environ.get("SM_PREFS_E2E_EXECUTOR", "local"))
     root = Path(tmp_path_factory.mktemp("e2e-airflow"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     # PostgreSQL by default: SQLite stalls once dozens of tasks defer and resume at once (see the report in
@@ -90,7 +94,8 @@ def airflow(
         extra_env=getattr(request.module, "E2E_ENV", None),
         login=getattr(request.module, "E2E_LOGIN", None),
         teams=getattr(request.module, "E2E_TEAMS", ()),
-        triggerers=getattr(request.module, "E2E_TRIGGERERS", 1),
+        triggerers=getattr(request.module, "E2E_TRIGGERERS", None),
+        executor=executor,
     )
     try:
         deployment.start()

@@ -1,0 +1,188 @@
+"""What a user feels in the production topology: from SageMaker selecting an entry to the task after the
+job running. ``python -m harness.latency`` (``make latency``).
+
+One Celery deployment (two workers, two schedulers, two triggerers; :mod:`harness.deployment`) runs
+``e2e_latency_poll`` and then ``e2e_latency_events``: ``--tasks`` mapped task groups, each a training job
+(``wait_for_completion=False``) and the task after it. The offline SageMaker runs its clock at
+:data:`TIME_SCALE` x; instances of the one type on the lists free one by one as earlier jobs end, so the
+selections spread over a minute or two. Poll mode waits with the deployment's poll cadence; event mode
+on the ``aws_sm_events`` connection, whose queue an EventBridge rule at the offline SageMaker feeds.
+
+For every task, from the offline SageMaker's ledger (when the job was selected, mapped from its clock to
+real time) and Airflow's task instances (REST API v2):
+
+* **detection**: selection -> the trigger's event reaching the database (the task instance's
+  ``scheduled_when``), less the dwell;
+* **dwell**: what the trigger held its event back because its task had deferred moments before
+  (``min_defer_seconds``, against apache/airflow#72716), read from the trigger's log;
+* **triggerer -> scheduler**: ``scheduled_when`` -> ``queued_when`` (a scheduler sent it to Celery);
+* **scheduler -> worker**: ``queued_when`` -> the job task's end (a worker picked it up, resumed it, pushed
+  the outcome);
+* **-> next task running**: the job task's end -> the next task's ``start_date``;
+* **total**: selection -> the next task's ``start_date``.
+
+Prints p50/p95/max per mode and writes ``build/performance/latency.json`` and ``latency.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_sm_prefs.testing.jobs import training_config
+from harness.config import EVENT_QUEUE
+from harness.deployment import LocalAirflow, local_airflow
+from harness.rest import TERMINAL_RUN_STATES
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_DIR = ROOT / "build" / "performance"
+TIME_SCALE = 60
+G6 = "ml.g6.48xlarge"
+#: Instances free after the first minute, and how long each job holds one (emulated seconds).
+FREE, JOB_RUNTIME, OPENS = 3, 600, 120
+MODES = ("poll", "events")
+PARTS = ("detection", "dwell", "triggerer_to_scheduler", "scheduler_to_worker", "to_next_task", "total")
+_DWELL = re.compile(r"Reporting \S+ in ([\d.]+) s")
+
+
+def _log(message: str) -> None:
+    print(f"[latency {datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
+
+
+def scenario() -> dict[str, Any]:
+    return {
+        "name": "latency",
+        "time_scale": TIME_SCALE,
+        "job_runtime_seconds": JOB_RUNTIME,
+        "phase_seconds": {"starting": 30, "downloading": 30, "uploading": 30, "stopping": 30},
+        "capacity": {G6: [{"from": 0, "to": OPENS, "free": 0}, {"from": OPENS, "free": FREE}]},
+    }
+
+
+def _when(value: str | None) -> float | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+
+
+def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> list[dict[str, float]]:
+    """Run ``e2e_latency_<mode>`` once; one row of :data:`PARTS` (seconds) per task."""
+    af.sm.load_scenario(scenario())
+    if mode == "events":
+        af.sm.create_event_queue(EVENT_QUEUE)
+    dag_id = f"e2e_latency_{mode}"
+    prefix = f"lat-{mode}-{int(time.time()) % 100000}"
+    specs = [
+        {
+            "config": training_config(f"{prefix}-{i:03d}", max_runtime_seconds=86400),
+            "instance_preferences": [{"instance_type": G6, "instance_count": 1}],
+        }
+        for i in range(tasks)
+    ]
+    run_id = af.trigger_dag(dag_id, {"tasks": specs}, run_id=prefix)
+    _log(f"{dag_id}: {tasks} tasks waiting for {FREE} instances freeing one by one")
+    deadline = time.monotonic() + 900
+    while af.dag_run(dag_id, run_id)["state"] not in TERMINAL_RUN_STATES:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{dag_id} {run_id} did not finish within 900 s")
+        time.sleep(2)
+    clock = af.sm.clock()
+    wall, emulated = time.time(), float(clock["now"])
+    jobs = {job["name"]: job for job in af.sm.jobs()}
+    tis = af.task_instances(dag_id, run_id)
+    by = {(ti["task_id"], ti["map_index"]): ti for ti in tis}
+    rows = []
+    for i in range(tasks):
+        job_ti, next_ti = by[("selection.job", i)], by[("selection.after_selection", i)]
+        job = jobs[f"{prefix}-{i:03d}"]
+        if job_ti["state"] != "success" or next_ti["state"] != "success" or job["selected_at"] is None:
+            raise RuntimeError(f"{dag_id}[{i}]: {job_ti['state']}/{next_ti['state']}, job {job['status']}")
+        selected = wall - (emulated - float(job["selected_at"])) / TIME_SCALE
+        scheduled, queued = _when(job_ti["scheduled_when"]), _when(job_ti["queued_when"])
+        ended, started = _when(job_ti["end_date"]), _when(next_ti["start_date"])
+        assert scheduled and queued and ended and started
+        log = af.task_log(dag_id, run_id, "selection.job", map_index=i)
+        dwell = sum(float(m) for m in _DWELL.findall(log))
+        rows.append(
+            {
+                "detection": scheduled - selected - dwell,
+                "dwell": dwell,
+                "triggerer_to_scheduler": queued - scheduled,
+                "scheduler_to_worker": ended - queued,
+                "to_next_task": started - ended,
+                "total": started - selected,
+            }
+        )
+    if mode == "events":
+        af.sm.remove_event_queue(EVENT_QUEUE)
+    return rows
+
+
+def summarize(rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """p50, p95 and max of every part (seconds, 1 decimal)."""
+    out: dict[str, dict[str, float]] = {}
+    for part in PARTS:
+        values = sorted(max(0.0, r[part]) for r in rows)
+        p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+        out[part] = {
+            "p50": round(statistics.median(values), 1),
+            "p95": round(p95, 1),
+            "max": round(values[-1], 1),
+        }
+    return out
+
+
+def render_markdown(data: Mapping[str, Any]) -> str:
+    lines = [
+        "| mode | tasks | " + " | ".join(f"{p.replace('_', ' ')} p50 / p95 / max (s)" for p in PARTS) + " |",
+        "|---|---|" + "---|" * len(PARTS),
+    ]
+    for mode, summary in data["modes"].items():
+        cells = [f"{s['p50']} / {s['p95']} / {s['max']}" for s in (summary[p] for p in PARTS)]
+        lines.append(f"| {mode} | {data['tasks']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run(af: LocalAirflow, tasks: int) -> dict[str, Any]:
+    from airflow import __version__ as airflow_version
+
+    af.wait_for_dags([f"e2e_latency_{m}" for m in MODES], timeout=240)
+    rows = {mode: measure_mode(af, mode, tasks) for mode in MODES}
+    return {
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "airflow_version": airflow_version,
+        "cpus": os.cpu_count(),
+        "tasks": tasks,
+        "poll_interval": af.config.poll_interval,
+        "max_poll_interval": af.config.max_poll_interval,
+        "modes": {mode: summarize(r) for mode, r in rows.items()},
+        "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.latency", description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20, help="mapped (job -> next task) pairs per mode")
+    parser.add_argument("--root", type=Path, default=None, help="deployment directory (default: temporary)")
+    args = parser.parse_args(argv)
+    root = args.root or Path(tempfile.mkdtemp(prefix="sm-prefs-latency-"))
+    with local_airflow(root, executor="celery", poll_interval=5.0, max_poll_interval=30.0) as af:
+        data = run(af, args.tasks)
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    (RUN_DIR / "latency.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    table = render_markdown(data)
+    (RUN_DIR / "latency.md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

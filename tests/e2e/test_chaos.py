@@ -1,0 +1,81 @@
+"""Chaos, short, in the production topology: CeleryExecutor on Redis, two workers, two schedulers, two
+triggerers, kill -9 of one component of each kind at seeded random instants.
+
+The same driver as ``make chaos`` (harness/chaos.py) with a smaller fleet: a worker killed while its task's
+Create has taken effect and its answer has not arrived, a scheduler, a triggerer, the api-server, the
+dag-processor, the Redis broker and PostgreSQL, each restarted after a pause. No duplicate job, no job left
+running after its task ended, no task failed but the ones whose list never has capacity, and every
+successful task's XCom record equal to its job's Describe.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from e2e_reliability import Ledger
+
+from harness import chaos
+from harness.deployment import LocalAirflow
+
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+
+E2E_EXECUTOR = "celery"
+E2E_DAGS = (chaos.DAG_ID,)
+FLEET, KILLS, SEED = 10, 9, 3
+
+
+def test_the_short_plan_kills_every_kind_of_component() -> None:
+    """Every kind of component is in the short run's seeded schedule (else the run would prove less)."""
+    targets = {k.target.rstrip("-0123456789") for k in chaos.plan_kills(KILLS, SEED)}
+    assert targets >= {"worker", "worker-mid-create", "scheduler", "triggerer", "api-server", "redis"}
+    assert {"postgres", "dag-processor"} <= targets
+
+
+@pytest.mark.timeout(1800)
+def test_kills_at_any_instant_lose_nothing_and_leave_no_job_running(
+    airflow: LocalAirflow, ledger: Ledger
+) -> None:
+    started = time.monotonic()
+    data = chaos.run_chaos(airflow, fleet=FLEET, kills=KILLS, seed=SEED, timeout=1200)
+    chaos.write_report(data, chaos.RUN_DIR / "chaos-short.json", chaos.RUN_DIR / "chaos-short.md")
+    print(chaos.render_markdown(data))
+    result = data["result"]
+    ledger.record(
+        id="chaos-short",
+        order=20,
+        scenario=f"Chaos, short, CeleryExecutor topology: e2e_chaos ({FLEET} mapped tasks with retries: "
+        "fallbacks, acceptance-window stages, capacity timeouts)",
+        load=f"{FLEET} task instances, {result['jobs_created']} jobs",
+        faults=f"{len(data['kills'])} kill -9 ("
+        + ", ".join(f"{k} {n}" for k, n in data["kills_by_component"].items())
+        + f"), Create answered {chaos.CREATE_LATENCY_MS} ms after it took effect",
+        outcome=", ".join(f"{n} {s}" for s, n in result["task_states"].items())
+        + f"; {len(result['capacity_timeouts'])} set capacity timeouts, "
+        f"{len(result['foreign_failures'])} other failures; {len(result['duplicates'])} duplicate jobs; "
+        f"{len(result['record_mismatches'])} of {result['records_checked']} XCom records differ from Describe",
+        jobs_created=result["jobs_created"],
+        unattended=len(result["unattended"]),
+        seconds=time.monotonic() - started,
+    )
+    kills = data["kills"]
+    assert len(kills) == len(data["plan"]), "the fleet finished before every planned kill"
+    mid_create = [k for k in kills if k["target"] == "worker-mid-create"]
+    assert len(mid_create) == 1 and "in flight" in mid_create[0]["instant"], mid_create
+    assert {k["component"].rstrip("-0123456789") for k in kills} >= {
+        "worker",
+        "scheduler",
+        "triggerer",
+        "api-server",
+        "dag-processor",
+        "redis",
+        "postgres",
+    }
+    # The scenario's failures happened, and only those.
+    assert result["capacity_timeouts"], "no task met its capacity timeout"
+    assert result["duplicates"] == []
+    assert result["unattended"] == []
+    assert result["foreign_failures"] == []
+    assert result["record_mismatches"] == [] and result["records_checked"] > 0
+    assert data["ok"]
+    assert all(mib > 0 for mib in data["peak_rss_mib"].values()), data["peak_rss_mib"]
