@@ -10,7 +10,9 @@ the last run into ``docs/`` is a deliberate step::
 
 The soak (``make soak``, harness/soak.py) writes its own report, ``build/reliability/soak.json``;
 ``make reliability-doc`` publishes it as ``docs/soak.json`` too, and the document renders it as a section
-after the table (the last published soak when this run has none).
+after the table (the last published soak when this run has none). The chaos run (``make chaos``,
+harness/chaos.py) likewise: ``build/reliability/chaos.json``, published as ``docs/chaos.json`` and rendered
+as the section after the soak's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ RUN_TABLE = RUN_DIR / "reliability.md"
 #: The soak's report: the last ``make soak`` run's, and the published one.
 SOAK = ROOT / "docs" / "soak.json"
 RUN_SOAK = RUN_DIR / "soak.json"
+#: The chaos run's report (``make chaos``, harness/chaos.py): the last run's, and the published one.
+CHAOS = ROOT / "docs" / "chaos.json"
+RUN_CHAOS = RUN_DIR / "chaos.json"
 COLUMNS = (
     ("scenario", "Scenario"),
     ("load", "Load"),
@@ -137,8 +142,13 @@ def load_soak(path: Path = SOAK) -> dict[str, Any] | None:
     return data
 
 
-def render(rows: Sequence[Mapping[str, Any]], soak: Mapping[str, Any] | None = None) -> str:
-    """The markdown document for ``rows`` (sorted by their ``order``), and the soak's section if any."""
+def render(
+    rows: Sequence[Mapping[str, Any]],
+    soak: Mapping[str, Any] | None = None,
+    chaos: Mapping[str, Any] | None = None,
+) -> str:
+    """The markdown document for ``rows`` (sorted by their ``order``), and the soak's and the chaos run's
+    sections if any."""
     ordered = sorted(rows, key=lambda r: (r.get("order", 99), r["id"]))
     airflow = next((r.get("airflow_version") for r in ordered if r.get("airflow_version")), "3.x")
     database = next((r.get("metadata_db") for r in ordered if r.get("metadata_db")), "?")
@@ -158,6 +168,10 @@ def render(rows: Sequence[Mapping[str, Any]], soak: Mapping[str, Any] | None = N
         from harness.soak import render_markdown
 
         lines += ["", render_markdown(soak).rstrip("\n")]
+    if chaos is not None:
+        from harness import chaos as chaos_run
+
+        lines += ["", chaos_run.render_markdown(chaos).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -178,7 +192,7 @@ def write(
     table_path.parent.mkdir(parents=True, exist_ok=True)
     if soak is None:
         soak = load_soak(RUN_SOAK) or load_soak(SOAK)
-    table_path.write_text(render(rows, soak))
+    table_path.write_text(render(rows, soak, load_soak(RUN_CHAOS) or load_soak(CHAOS)))
     return rows
 
 
@@ -191,8 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     source = ROWS if args.render else RUN_ROWS
-    if not args.render and not RUN_ROWS.exists() and RUN_SOAK.exists():
-        source = ROWS  # only a soak ran: publish it with the published table
+    if not args.render and not RUN_ROWS.exists() and (RUN_SOAK.exists() or RUN_CHAOS.exists()):
+        source = ROWS  # only a soak or a chaos run ran: publish it with the published table
     rows = load_rows(source)
     if not rows:
         print(f"no rows in {source}; run the e2e suite first (make e2e)", file=sys.stderr)
@@ -201,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.render and RUN_SOAK.exists() and soak is not None:
         SOAK.write_text(json.dumps(soak, indent=2, sort_keys=True) + "\n")
         print(f"wrote {SOAK.relative_to(ROOT)} from {RUN_SOAK.relative_to(ROOT)}")
+    if not args.render and RUN_CHAOS.exists():
+        CHAOS.write_text(RUN_CHAOS.read_text())
+        print(f"wrote {CHAOS.relative_to(ROOT)} from {RUN_CHAOS.relative_to(ROOT)}")
     write([], base_path=source, rows_path=ROWS, table_path=TABLE, soak=soak)
     print(
         f"wrote {TABLE.relative_to(ROOT)} and {ROWS.relative_to(ROOT)} from {source.relative_to(ROOT)} ({len(rows)} rows)"
