@@ -34,7 +34,6 @@ E2E_DAGS = (
     "t_process",
     "e2e_fleet",
     "e2e_retry",
-    "e2e_chaos",
 )
 
 
