@@ -19,6 +19,7 @@ help:
 	@echo "make compat-oldest - the matrix's oldest cell (Airflow 3.0 on Python 3.10, lowest dependency bounds): suite and core e2e"
 	@echo "make compat-3.1 - the non-e2e suite in compat/airflow-3.1's locked environment (likewise 3.0, 3.2)"
 	@echo "make lint     - ruff and mypy"
+	@echo "make docs     - the documentation site (MkDocs, API reference from docstrings) into build/site, strict"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
@@ -92,6 +93,12 @@ compat-oldest: compat-$(OLDEST_MINOR) compat-e2e-$(OLDEST_MINOR)
 
 compat: $(addprefix compat-,$(COMPAT_MINORS)) test compat-e2e-$(OLDEST_MINOR) e2e-core
 
+# The documentation site: docs/ and the API reference from the docstrings, built into build/site. Strict:
+# a broken link or anchor, a page missing from the nav or a docstring problem fails the build.
+.PHONY: docs
+docs: install
+	$(RUN) mkdocs build --strict
+
 postgres:
 	.ci/postgres.sh
 
@@ -154,8 +161,8 @@ airflow-history: install postgres
 	$(RUN) python -m harness.deployment up --port 8080 --scenario capacity-history --login admin --seed-history 60
 
 lint: install
-	$(RUN) ruff check airflow_provider_sm_prefs harness tests dags_examples benchmarks
-	$(RUN) ruff format --check airflow_provider_sm_prefs harness tests dags_examples benchmarks
+	$(RUN) ruff check airflow_provider_sm_prefs offline-sagemaker harness tests dags_examples benchmarks
+	$(RUN) ruff format --check airflow_provider_sm_prefs offline-sagemaker harness tests dags_examples benchmarks
 	$(RUN) mypy
 
 demo: install

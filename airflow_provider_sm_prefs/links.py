@@ -1,8 +1,8 @@
 """Extra links on the operators: the job's page, its logs, and the task's capacity history.
 
 Against AWS they open the SageMaker console and the job's CloudWatch log streams. When the
-connection's SageMaker endpoint is not an AWS host (the offline SageMaker of
-:mod:`airflow_provider_sm_prefs.testing`), they open that endpoint's own page for the job
+connection's SageMaker endpoint is not an AWS host (the offline SageMaker, :mod:`offline_sagemaker` of the
+``offline-sagemaker`` distribution), they open that endpoint's own page for the job
 (``/_emulator/view/jobs/<name>``) instead of a console page for a job that does not exist in AWS.
 
 The capacity history link opens the capacity page (:mod:`airflow_provider_sm_prefs.plugin`) filtered to

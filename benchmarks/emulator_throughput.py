@@ -28,8 +28,8 @@ from typing import Any
 
 from botocore.config import Config
 
-from airflow_provider_sm_prefs.testing import OfflineSageMaker
-from airflow_provider_sm_prefs.testing.server import RemoteSageMaker
+from offline_sagemaker import OfflineSageMaker
+from offline_sagemaker.server import RemoteSageMaker
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -114,9 +114,7 @@ def _describe_rate(handle: Any, count: int, threads: int, duration: float) -> di
 
 def _start_external() -> tuple[subprocess.Popen[str], RemoteSageMaker]:
     script = Path(sys.executable).with_name("sm-prefs-emulator")
-    command = (
-        [str(script)] if script.exists() else [sys.executable, "-m", "airflow_provider_sm_prefs.testing.cli"]
-    )
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "offline_sagemaker.cli"]
     process = subprocess.Popen([*command, "--port", "0"], stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     url = process.stdout.readline().strip()

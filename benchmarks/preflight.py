@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("SM_PREFS_CACHE_DIR", tempfile.mkdtemp(prefix="sm-prefs-bench-cache-"))
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    from airflow_provider_sm_prefs.testing import OfflineSageMaker
+    from offline_sagemaker import OfflineSageMaker
 
     rows = []
     with OfflineSageMaker(scenario=SCENARIO) as server:

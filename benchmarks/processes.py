@@ -104,11 +104,7 @@ class EmulatorProcess:
 
     def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
         script = Path(sys.executable).with_name("sm-prefs-emulator")
-        command = (
-            [str(script)]
-            if script.exists()
-            else [sys.executable, "-m", "airflow_provider_sm_prefs.testing.cli"]
-        )
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "offline_sagemaker.cli"]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("w", encoding="utf-8")
         self.proc = subprocess.Popen(

@@ -846,7 +846,7 @@ def _capacity_runs(
     emulator_proc = EmulatorProcess(emulator_env, run_dir / "emulator.log")
     upcoming: TriggerProcess | None = None
     try:
-        from airflow_provider_sm_prefs.testing import OfflineSageMaker
+        from offline_sagemaker import OfflineSageMaker
 
         emulator = OfflineSageMaker.attach(emulator_proc.url)
         for index, (n_jobs, variant, throttled) in enumerate(planned):

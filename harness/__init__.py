@@ -7,6 +7,6 @@
 - :mod:`harness.iam`: the IAM policy evaluator the tests hold ``docs/iam-policy.json`` to.
 
 It reads this checkout's ``dags_examples`` and ``tests/dags`` and needs the dev dependencies (psycopg2,
-asyncpg); it uses the offline SageMaker only through ``airflow_provider_sm_prefs.testing``'s public names
+asyncpg); it uses the offline SageMaker only through ``offline_sagemaker``'s public names
 and the ``sm-prefs-emulator`` console script.
 """

@@ -59,12 +59,12 @@ from typing import Any, TypeVar
 
 import httpx
 
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from harness.deployment import LocalAirflow, local_airflow
 from harness.redis import REDIS
 from harness.rest import TERMINAL_RUN_STATES
 from harness.soak import MemorySampler
 from harness.supervisor import Keeper
+from offline_sagemaker.jobs import training_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "build" / "reliability"

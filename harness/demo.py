@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.outcome import format_duration
-from airflow_provider_sm_prefs.testing import RemoteSageMaker
 from harness.config import free_port, venv_bin
+from offline_sagemaker import RemoteSageMaker
 
 DAG_ID = "sm_prefs_nightly_retrain"
 

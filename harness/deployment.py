@@ -44,7 +44,6 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from airflow_provider_sm_prefs.testing import RemoteSageMaker
 from harness import database as metadata_db
 from harness import redis, supervisor
 from harness.config import (
@@ -62,6 +61,7 @@ from harness.postgres import LocalPostgres
 from harness.rest import ACTIVE_TI_STATES, TERMINAL_RUN_STATES, TERMINAL_TI_STATES, AirflowRestClient
 from harness.supervisor import Supervisor
 from harness.waits import Waits, wait_until
+from offline_sagemaker import RemoteSageMaker
 
 __all__ = [
     "ACTIVE_TI_STATES",

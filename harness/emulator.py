@@ -1,5 +1,5 @@
 """The offline SageMaker as a process of a deployment: ``sm-prefs-emulator`` on a free loopback port,
-found by the URL it prints, controlled through :class:`~airflow_provider_sm_prefs.testing.RemoteSageMaker`.
+found by the URL it prints, controlled through :class:`~offline_sagemaker.RemoteSageMaker`.
 """
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import time
 
-from airflow_provider_sm_prefs.testing import RemoteSageMaker
 from harness.config import venv_bin
 from harness.errors import DeploymentError
 from harness.supervisor import Supervisor
+from offline_sagemaker import RemoteSageMaker
 
 #: The emulator's process name (and log file name) in the supervisor.
 EMULATOR = "emulator"

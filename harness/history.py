@@ -94,7 +94,7 @@ def plan(runs: int = 60, today: datetime | None = None) -> list[PlannedRun]:
 _RUNNER = """
 import importlib.util, json, sys
 from datetime import datetime
-from airflow_provider_sm_prefs.testing import RemoteSageMaker
+from offline_sagemaker import RemoteSageMaker
 spec = importlib.util.spec_from_file_location("sm_prefs_history_dags", {dag_file!r})
 dags = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(dags)

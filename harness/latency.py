@@ -39,10 +39,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from harness.config import EVENT_QUEUE
 from harness.deployment import LocalAirflow, local_airflow
 from harness.rest import TERMINAL_RUN_STATES
+from offline_sagemaker.jobs import training_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "build" / "performance"

@@ -62,11 +62,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from harness.config import COMPONENTS, default_dags_folders
 from harness.deployment import LocalAirflow, local_airflow
 from harness.emulator import EMULATOR
 from harness.rest import ACTIVE_TI_STATES, TERMINAL_RUN_STATES, TERMINAL_TI_STATES
+from offline_sagemaker.jobs import training_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_DIR = ROOT / "build" / "reliability"

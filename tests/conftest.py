@@ -112,7 +112,7 @@ def airflow_db() -> None:
 @pytest.fixture(scope="session")
 def offline_sm_server() -> Iterator[Any]:
     """One offline SageMaker for the session; each test loads its own scenario (which resets it)."""
-    from airflow_provider_sm_prefs.testing import OfflineSageMaker
+    from offline_sagemaker import OfflineSageMaker
 
     with OfflineSageMaker(scenario="default") as server:
         yield server

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing import load_scenario
+from offline_sagemaker import load_scenario
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.domain.preferences import build_request, check_request, to_seconds
-from airflow_provider_sm_prefs.testing import jobs
-from airflow_provider_sm_prefs.testing.exceptions import ValidationError
-from airflow_provider_sm_prefs.testing.rules import training_job_spec, validate_shape
-from airflow_provider_sm_prefs.testing.scenario_types import Scenario
+from offline_sagemaker import jobs
+from offline_sagemaker.exceptions import ValidationError
+from offline_sagemaker.rules import training_job_spec, validate_shape
+from offline_sagemaker.scenario_types import Scenario
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
 TYPES = ["ml.p5.48xlarge", "ml.g5.48xlarge", "ml.g6.48xlarge", "ml.c5.xlarge", "ml.p4d.24xlarge"]

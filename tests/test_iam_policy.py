@@ -22,9 +22,9 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.preflight import clear_cache
-from airflow_provider_sm_prefs.testing.operations import SERVICE_OF
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam
+from offline_sagemaker.operations import SERVICE_OF
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 

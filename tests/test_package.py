@@ -1,5 +1,6 @@
 """The package as shipped: no import cycles, modules of a readable size, and a wheel that installs and
-imports with only its runtime dependencies (the emulator with the ``testing`` extra)."""
+imports with only its runtime dependencies (the offline SageMaker, the offline-sagemaker distribution,
+with the ``testing`` extra)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -16,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "airflow_provider_sm_prefs"
 NAME = PACKAGE.name
+#: The offline SageMaker's distribution, a member of this uv workspace.
+EMULATOR = ROOT / "offline-sagemaker"
 MAX_LINES = 500
 
 
@@ -164,6 +168,15 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def emulator_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline-sagemaker wheel built from this workspace (the testing extra's dependency)."""
+    out = tmp_path_factory.mktemp("emulator-dist")
+    _run(*_uv(), "build", "--wheel", "--out-dir", out, "--quiet", EMULATOR)
+    (wheel,) = out.glob("offline_sagemaker-*.whl")
+    return wheel
+
+
 def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
@@ -172,6 +185,7 @@ def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) 
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert f"{NAME}/CHANGELOG.md" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     # The capacity page works air-gapped: its page, script, style and charting library ship inside.
     static = f"{NAME}/plugin/static/"
     for asset in (
@@ -187,32 +201,57 @@ def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) 
             next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         ).decode()
     assert "[airflow.plugins]" in entry_points and "SageMakerCapacityPlugin" in entry_points
+    # The offline SageMaker is a distribution of its own: its plugin and command come with it.
+    assert "[pytest11]" not in entry_points and "[console_scripts]" not in entry_points, entry_points
     # Only what an installed user can run: no development harness, tests or example DAGs.
     assert all(n.startswith((f"{NAME}/", f"{NAME}-")) for n in names), names
     assert not [n for n in names if n.endswith(("deployment.py", "postgres.py", "demo.py"))], names
+    # No emulator module: the earlier import path is one deprecation shim.
+    assert not [n for n in names if n.startswith(f"{NAME}/testing/") or "offline_sagemaker" in n], names
+    assert f"{NAME}/testing.py" in names
+
+
+def test_the_sdist_holds_what_builds_and_documents_the_package_only(dist: Path) -> None:
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
+    top = {name.split("/")[0] for name in names}
+    # hatchling adds PKG-INFO and the .gitignore whose patterns it applied; nothing else beyond the list.
+    expected = {NAME, "README.md", "CHANGELOG.md", "LICENSE", "pyproject.toml", "PKG-INFO", ".gitignore"}
+    assert top == expected, top
+    assert f"{NAME}/plugin/static/index.html" in names
 
 
 @pytest.mark.parametrize("extra", ["", "testing"])
 def test_the_wheel_installs_with_only_its_dependencies_and_imports_every_module(
-    dist: Path, tmp_path: Path, extra: str
+    dist: Path, emulator_wheel: Path, tmp_path: Path, extra: str
 ) -> None:
     (wheel,) = dist.glob("*.whl")
     venv = tmp_path / "venv"
     _run(*_uv(), "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
-    # The testing extra ships a pytest plugin: pytest is there whenever pytest loads it.
-    requirements = [f"{wheel}[{extra}]", "pytest"] if extra else [str(wheel)]
+    # The testing extra brings offline-sagemaker, which is not on the package index: its wheel from this
+    # workspace is given alongside. It ships a pytest plugin: pytest is there whenever pytest loads it.
+    requirements = [f"{wheel}[{extra}]", emulator_wheel, "pytest"] if extra else [str(wheel)]
     _run(*_uv(), "pip", "install", "--quiet", "--python", python, *requirements)
-    # The OpenLineage facet class needs the OpenLineage provider (the `openlineage` extra; `testing` has it).
+    # The OpenLineage facet class needs the OpenLineage provider (the `openlineage` extra; `testing` has it);
+    # the deprecated emulator path needs offline-sagemaker (the `testing` extra).
     needs_extra = (f"{NAME}.testing", f"{NAME}.operators.lineage_facet")
     shipped = [m for m in MODULES if extra or not m.startswith(needs_extra)]
-    if not extra:
-        shipped.append(f"{NAME}.testing")  # the lazy package itself imports without the extra
+    if extra:
+        shipped += ["offline_sagemaker.server", f"{NAME}.testing.server"]
     code = (
-        "import importlib, importlib.util\n"
+        "import importlib, importlib.util, warnings\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
         f"for name in {shipped!r}:\n"
         "    importlib.import_module(name)\n"
         "print('moto', importlib.util.find_spec('moto') is not None)\n"
+        "try:\n"
+        f"    import {NAME}.testing\n"
+        "except ImportError as exc:\n"
+        "    print('testing:', exc)\n"
+        "else:\n"
+        "    print('testing: imported')\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHON"))}
     env["AIRFLOW_HOME"] = str(tmp_path / "airflow_home")
@@ -222,6 +261,10 @@ def test_the_wheel_installs_with_only_its_dependencies_and_imports_every_module(
     assert result.returncode == 0, result.stderr[-3000:]
     # The emulator's dependencies come only with the extra.
     assert f"moto {bool(extra)}" in result.stdout
+    if extra:
+        assert "testing: imported" in result.stdout
+    else:
+        assert "pip install 'airflow-provider-sm-prefs[testing]'" in result.stdout, result.stdout
 
 
 EARLIER_PATHS = ["catalog", "events", "exceptions", "guardrails", "kinds", "outcome", "preferences"]

@@ -15,13 +15,20 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_sm_prefs.domain.status import from_iso
-from airflow_provider_sm_prefs.testing.models import CapacityKind, JobKind, TrainingStatus
+from offline_sagemaker.models import CapacityKind, JobKind, TrainingStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR = (3, 10)
 SOURCES = sorted(
     path
-    for top in ("airflow_provider_sm_prefs", "harness", "tests", "dags_examples", "benchmarks")
+    for top in (
+        "airflow_provider_sm_prefs",
+        "offline-sagemaker",
+        "harness",
+        "tests",
+        "dags_examples",
+        "benchmarks",
+    )
     for path in (ROOT / top).rglob("*.py")
     if "results" not in path.relative_to(ROOT).parts
 )

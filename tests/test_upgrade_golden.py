@@ -27,8 +27,8 @@ from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.operators.escalation import Escalation
 from airflow_provider_sm_prefs.recording import TryProgress
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+from offline_sagemaker.jobs import training_config
 from tests.airflow_versions import import_string
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -12,7 +12,7 @@ from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_provider_sm_prefs.testing.jobs import training_config as base_training_config
+from offline_sagemaker.jobs import training_config as base_training_config
 
 #: Values that stand for secrets: the lineage tests assert none of them appears in any event.
 SECRET_VALUES = ("hp-secret-4711", "env-secret-0815", "proc-env-secret-2342")

@@ -58,7 +58,7 @@ class SelectedAtWindowTrainingOperator(SageMakerPreferenceTrainingOperator):
     moved forward (to the moment the first choice frees) just before the task looks again."""
 
     def _escalate(self, context):  # type: ignore[no-untyped-def]
-        from airflow_provider_sm_prefs.testing.remote import RemoteSageMaker
+        from offline_sagemaker.remote import RemoteSageMaker
 
         endpoint = self.hook.conn_config.get_service_endpoint_url("sagemaker")
         RemoteSageMaker(endpoint).advance(600)

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 from e2e_reliability import Ledger
 
-from airflow_provider_sm_prefs.testing.operations import JOB_NAME_PARAM, SERVICE_OF
 from harness import iam
 from harness.deployment import LocalAirflow
 from harness.rest import ACTIVE_TI_STATES
+from offline_sagemaker.operations import JOB_NAME_PARAM, SERVICE_OF
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_PATH = ROOT / "docs" / "iam-policy.json"

@@ -17,7 +17,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     sanitize_job_name,
     service_now,
 )
-from airflow_provider_sm_prefs.testing.jobs import training_config
+from offline_sagemaker.jobs import training_config
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"
 

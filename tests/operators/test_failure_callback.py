@@ -25,7 +25,7 @@ from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_provider_sm_prefs.testing.jobs import training_config
+from offline_sagemaker.jobs import training_config
 from tests.airflow_versions import DagSerialization, sends_failure_callback
 
 G5, P4D = "ml.g5.48xlarge", "ml.p4d.24xlarge"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY
-from airflow_provider_sm_prefs.testing.jobs import training_config
+from offline_sagemaker.jobs import training_config
 from tests.airflow_versions import AIRFLOW_V_3_3_PLUS
 
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"

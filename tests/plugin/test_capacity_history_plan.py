@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_provider_sm_prefs.testing.scenario import load_scenario
 from harness.history import HISTORY_DAGS, PERIOD, SCENARIO, plan
+from offline_sagemaker.scenario import load_scenario
 
 TODAY = datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing.jobs import training_config
+from offline_sagemaker.jobs import training_config
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 

@@ -10,9 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+from offline_sagemaker.jobs import training_config
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
+from offline_sagemaker.jobs import training_config
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]

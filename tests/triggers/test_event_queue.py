@@ -2,7 +2,7 @@
 
 The events here are put on the queue by the test in EventBridge's envelope (what a rule with an SQS
 target delivers), so each test decides exactly which event arrives when; the emulator's own events are
-tested end to end in tests/testing/test_emulator_events.py and tests/triggers/test_event_mode_emulated.py.
+tested end to end in offline-sagemaker/tests/test_emulator_events.py and tests/triggers/test_event_mode_emulated.py.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from aiobotocore.session import get_session
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 from airflow_provider_sm_prefs.triggers.eventbridge_messages import PRESENCE, parse_event
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import configured_queue_url
 from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
+from offline_sagemaker.jobs import training_config
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]

@@ -17,9 +17,9 @@ from aiobotocore.session import get_session
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import build_request
-from airflow_provider_sm_prefs.testing.jobs import training_config
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.watcher import PAGE_SIZE, JobListWatcher, listed_change
+from offline_sagemaker.jobs import training_config
 
 G6, G5, CPU = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.m5.xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]

@@ -1,0 +1,142 @@
+"""The admin routes under ``/_emulator/``: a table of ``(method, route)`` -> handler, and their dispatch.
+
+The routes answer ``(HTTP status, JSON payload)``. They run against any :class:`AdminTarget` (the
+:class:`~offline_sagemaker.service.EmulatorService`), so the in-process methods and the
+HTTP routes run the same code. Never faulted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from offline_sagemaker.exceptions import ScenarioError
+from offline_sagemaker.scenario_types import Scenario, ScenarioSource
+
+__all__ = ["ADMIN_PREFIX", "ROUTES", "AdminTarget", "dispatch"]
+
+#: Where the admin routes are served.
+ADMIN_PREFIX = "/_emulator"
+_JOB_PREFIX = "jobs/"
+_FAULT_FIELDS = frozenset(
+    {"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits", "response_latency_ms"}
+)
+_EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
+
+Answer = tuple[int, Any]
+
+
+class AdminTarget(Protocol):
+    """What the admin routes operate on."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+    def health(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]: ...
+    def jobs(self) -> list[dict[str, Any]]: ...
+    def job(self, name: str) -> dict[str, Any]: ...
+    def stop_all_jobs(self) -> int: ...
+    def reset(self) -> None: ...
+    def load_scenario(self, source: ScenarioSource) -> Scenario: ...
+    def clock(self) -> dict[str, float]: ...
+    def advance(self, seconds: float) -> float: ...
+    def fault_settings(self) -> dict[str, Any]: ...
+    def set_faults(
+        self,
+        throttle_rate: float | None = None,
+        error_rate: float | None = None,
+        latency_ms: float | None = None,
+        drop_rate: float | None = None,
+        rate_limits: Mapping[str, float] | None = None,
+        response_latency_ms: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]: ...
+    def event_settings(self) -> dict[str, Any]: ...
+    def set_events(
+        self,
+        delay_seconds: float | None = None,
+        loss_rate: float | None = None,
+        duplicate_rate: float | None = None,
+        enabled: bool | None = None,
+    ) -> dict[str, Any]: ...
+
+
+Handler = Callable[[AdminTarget, Mapping[str, Any]], Answer]
+
+
+def _reset(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    target.reset()
+    return 200, {"ok": True}
+
+
+def _load_scenario(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    source = body.get("scenario", body)
+    if not source:
+        return 400, {"error": 'body must be {"scenario": <builtin name | path | mapping>}'}
+    return 200, target.load_scenario(source).as_dict()
+
+
+def _advance(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    seconds = body.get("advance", 0)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        return 400, {"error": "advance: must be a number of seconds >= 0"}
+    target.advance(float(seconds))
+    return 200, target.clock()
+
+
+def _set_faults(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    unknown = sorted(set(body) - _FAULT_FIELDS)
+    if unknown:
+        return 400, {"error": f"{unknown[0]}: unknown fault; allowed: {', '.join(sorted(_FAULT_FIELDS))}"}
+    return 200, target.set_faults(**body)
+
+
+def _set_events(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    unknown = sorted(set(body) - _EVENT_FIELDS)
+    if unknown:
+        return 400, {
+            "error": f"{unknown[0]}: unknown event setting; allowed: {', '.join(sorted(_EVENT_FIELDS))}"
+        }
+    return 200, target.set_events(**body)
+
+
+#: Every admin route but ``GET jobs/<name>``; the body is the request's JSON object (``{}`` if none).
+ROUTES: dict[tuple[str, str], Handler] = {
+    ("GET", "health"): lambda target, body: (200, target.health()),
+    ("GET", "stats"): lambda target, body: (200, target.stats()),
+    ("GET", "jobs"): lambda target, body: (200, {"jobs": target.jobs()}),
+    ("POST", "stop-all-jobs"): lambda target, body: (200, {"stopped": target.stop_all_jobs()}),
+    ("POST", "reset"): _reset,
+    ("GET", "scenario"): lambda target, body: (200, target.scenario.as_dict()),
+    ("POST", "scenario"): _load_scenario,
+    ("GET", "clock"): lambda target, body: (200, target.clock()),
+    ("POST", "clock"): _advance,
+    ("GET", "faults"): lambda target, body: (200, target.fault_settings()),
+    ("POST", "faults"): _set_faults,
+    ("GET", "events"): lambda target, body: (200, target.event_settings()),
+    ("POST", "events"): _set_events,
+}
+
+
+def _job(target: AdminTarget, name: str) -> Answer:
+    try:
+        return 200, target.job(name)
+    except KeyError:
+        return 404, {"error": f"no job named {name!r}"}
+
+
+def dispatch(target: AdminTarget, method: str, path: str, body: Any = None) -> Answer:
+    """Route an admin request (``path`` with or without :data:`ADMIN_PREFIX`); returns status and payload.
+
+    Invalid arguments (a bad scenario, fault or clock value) answer 400 with ``{"error": message}``.
+    """
+    route = path[len(ADMIN_PREFIX) :].strip("/") if path.startswith(ADMIN_PREFIX) else path.strip("/")
+    payload = body if isinstance(body, Mapping) else {}
+    try:
+        handler = ROUTES.get((method, route))
+        if handler is not None:
+            return handler(target, payload)
+        if method == "GET" and route.startswith(_JOB_PREFIX):
+            return _job(target, route[len(_JOB_PREFIX) :])
+    except (ScenarioError, ValueError) as exc:
+        return 400, {"error": str(exc)}
+    return 404, {"error": f"no admin route {method} {path}"}

@@ -1,0 +1,100 @@
+"""The operations the emulator answers itself (everything else goes to moto). A leaf.
+
+Requests name their operation in the ``X-Amz-Target`` header (``<target prefix>.<Operation>``, AWS's
+JSON protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast
+path. Besides the eight SageMaker job operations, the emulator serves what a client checks before it
+submits: training plans (SageMaker), Service Quotas and the Price List API, from the same scenario; and
+the CloudWatch Logs reads of the jobs' log streams.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "JOB_NAME_PARAM",
+    "OPERATIONS",
+    "SERVICE_OF",
+    "TARGET_PREFIX",
+    "TARGET_PREFIXES",
+    "access_key_id",
+    "emulated_operation",
+    "unknown_sagemaker_operation",
+]
+
+#: ``X-Amz-Target`` values of SageMaker operations start with this.
+TARGET_PREFIX = "SageMaker."
+
+#: Emulated operations per target prefix, with the IAM service prefix that authorises them.
+TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
+    "SageMaker": (
+        "sagemaker",
+        frozenset(
+            {
+                "CreateTrainingJob",
+                "DescribeTrainingJob",
+                "StopTrainingJob",
+                "ListTrainingJobs",
+                "CreateProcessingJob",
+                "DescribeProcessingJob",
+                "StopProcessingJob",
+                "ListProcessingJobs",
+                "DescribeTrainingPlan",
+                "ListTrainingPlans",
+            }
+        ),
+    ),
+    "ServiceQuotasV20190624": ("servicequotas", frozenset({"ListServiceQuotas", "GetServiceQuota"})),
+    "AWSPriceListService": ("pricing", frozenset({"GetProducts"})),
+    # The reads of the jobs' CloudWatch log streams (what log followers call); writes stay moto's.
+    "Logs_20140328": (
+        "logs",
+        frozenset({"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents"}),
+    ),
+}
+
+#: Every emulated operation (names are unique across the services).
+OPERATIONS: frozenset[str] = frozenset().union(*(ops for _, ops in TARGET_PREFIXES.values()))
+
+#: The IAM service prefix of each emulated operation (``sagemaker``, ``servicequotas``, ``pricing``, ``logs``).
+SERVICE_OF: Mapping[str, str] = {op: service for service, ops in TARGET_PREFIXES.values() for op in ops}
+
+#: The request parameter that names the job, per operation (for per-job call counts).
+JOB_NAME_PARAM: Mapping[str, str] = {
+    "CreateTrainingJob": "TrainingJobName",
+    "DescribeTrainingJob": "TrainingJobName",
+    "StopTrainingJob": "TrainingJobName",
+    "CreateProcessingJob": "ProcessingJobName",
+    "DescribeProcessingJob": "ProcessingJobName",
+    "StopProcessingJob": "ProcessingJobName",
+}
+
+
+def emulated_operation(target: str | None) -> str | None:
+    """The emulated operation an ``X-Amz-Target`` header names, or None (another service, or not emulated)."""
+    if not target:
+        return None
+    prefix, _, operation = target.partition(".")
+    entry = TARGET_PREFIXES.get(prefix)
+    return operation if entry is not None and operation in entry[1] else None
+
+
+def unknown_sagemaker_operation(target: str | None) -> str | None:
+    """The operation a ``SageMaker.<Op>`` target names when botocore's SageMaker model has no such operation."""
+    if not target or not target.startswith(TARGET_PREFIX):
+        return None
+    from offline_sagemaker.botocore_model import service_model
+
+    operation = target[len(TARGET_PREFIX) :]
+    return None if operation in service_model().operation_names else operation
+
+
+#: The access key id in a SigV4 ``Authorization`` header: ``... Credential=<key id>/<date>/<region>/...``.
+_CREDENTIAL = re.compile(r"\bCredential=([^/,\s]+)/")
+
+
+def access_key_id(authorization: str | None) -> str | None:
+    """The access key id a request was signed with (its SigV4 ``Authorization`` header), or None."""
+    match = _CREDENTIAL.search(authorization or "")
+    return match.group(1) if match else None

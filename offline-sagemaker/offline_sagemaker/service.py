@@ -1,0 +1,304 @@
+"""Everything behind the HTTP layer of the offline SageMaker, under one lock: engine, API, faults, stats,
+and the EventBridge events of the jobs' state changes (:mod:`.eventbridge`).
+
+:class:`EmulatorService` answers one emulated SageMaker call as a :class:`~.responses.Response` (faults
+first, so a faulted call has no side effects; a response latency last, so the call's effect exists
+before its answer leaves) and carries the admin operations, reachable both as methods (in-process) and
+through :meth:`EmulatorService.admin` (the HTTP routes of :mod:`.admin`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from offline_sagemaker.admin import dispatch
+from offline_sagemaker.api import SageMakerApi
+from offline_sagemaker.engine import Engine
+from offline_sagemaker.eventbridge import EventPublisher, put_on_default_bus
+from offline_sagemaker.exceptions import ApiError, SerializationError
+from offline_sagemaker.faults import Fault, FaultInjector
+from offline_sagemaker.models import Job, JobKind
+from offline_sagemaker.operations import JOB_NAME_PARAM, access_key_id
+from offline_sagemaker.responses import Response, dropped, error_response, json_response
+from offline_sagemaker.scenario import load_scenario
+from offline_sagemaker.scenario_types import Faults, Scenario, ScenarioSource
+from offline_sagemaker.stats import Stats
+
+__all__ = ["EmulatorService"]
+
+
+class EmulatorService:
+    """Everything behind the HTTP layer: engine, API, faults, statistics and admin operations.
+
+    Thread-safe: one lock serialises the world. Admin operations are reachable both as methods (in-process)
+    and through :meth:`admin` (the HTTP routes and :class:`RemoteSageMaker` use that), so both paths run
+    the same code.
+
+    :param scenario: a builtin scenario name, a path, a dict or a :class:`Scenario`.
+    :param real_clock: monotonic real seconds, injectable for tests.
+    :param wall_clock: real epoch seconds, injectable for tests.
+    :param publish_events: record the jobs' EventBridge events for :meth:`pump_events` to deliver (the
+        server turns it on and runs the pump; without a pump nobody would take them).
+    """
+
+    def __init__(
+        self,
+        scenario: ScenarioSource = "default",
+        *,
+        real_clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        publish_events: bool = False,
+    ) -> None:
+        self.lock = threading.RLock()
+        # Held by the one delivering (outside ``lock``), so events leave in the order they were taken.
+        self._delivery_lock = threading.Lock()
+        loaded = load_scenario(scenario)
+        self.engine = Engine(loaded, real_clock=real_clock, wall_clock=wall_clock)
+        self.api = SageMakerApi(self.engine)
+        self._injector = FaultInjector(loaded)
+        self._stats = Stats()
+        self.events = EventPublisher(loaded, self._describe, real_clock=real_clock)
+        if publish_events:
+            self.engine.observer = self.events.record
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario in force."""
+        return self.engine.scenario
+
+    @property
+    def faults(self) -> Faults:
+        """The fault rates in force."""
+        return self._injector.faults
+
+    @property
+    def rate_limits(self) -> dict[str, float]:
+        """The rate limits in force (calls per real second per operation)."""
+        return self._injector.rate_limits
+
+    # ------------------------------------------------------------------------------- SageMaker ops
+
+    def handle_sagemaker(self, operation: str, body: bytes, authorization: str | None = None) -> Response:
+        """Answer one emulated SageMaker call (faults first, so a faulted call has no side effects).
+
+        A response latency of ``operation`` holds the answer after the call ran (accepted or rejected),
+        outside the lock, counted in :meth:`stats` under ``in_flight`` meanwhile.
+
+        :param authorization: the request's ``Authorization`` header; only the access key id it names is
+            kept (counted in :meth:`stats`), the signature is neither checked nor stored.
+        """
+        params = _json_params(body)
+        with self.lock:
+            self._stats.called(operation, _job_name(operation, params), access_key_id(authorization))
+            fault = self._injector.draw(operation)
+            if fault is not None:
+                self._stats.faulted(operation, fault.counter)
+            delay = self._injector.latency_seconds
+            date = self.engine.now()
+        if delay > 0:
+            time.sleep(delay)
+        if fault is Fault.DROP:
+            return dropped()
+        if fault is not None:
+            return error_response(fault.error(), date)
+        if params is None:
+            return error_response(SerializationError("Request body is not valid JSON"), date)
+        result: dict[str, Any] = {}
+        error: ApiError | None = None
+        with self.lock:
+            try:
+                result = self.api.call(operation, params)
+            except ApiError as rejected:
+                self._stats.rejected(operation, rejected.code)
+                error = rejected
+            date = self.engine.now()
+            stats, hold = self._stats, self._injector.response_latency_seconds(operation)
+            if hold > 0:
+                stats.answer_held(operation)
+        if hold > 0:
+            self._hold_answer(stats, operation, hold)
+        if error is not None:
+            return error_response(error, date)
+        return json_response(200, result, date)
+
+    def _hold_answer(self, stats: Stats, operation: str, seconds: float) -> None:
+        """Hold the answer of a call that took effect for ``seconds``, without the lock; ``stats`` (the
+        counters of the world the call ran in, even if a reset replaced them since) counts it meanwhile."""
+        try:
+            time.sleep(seconds)
+        finally:
+            with self.lock:
+                stats.answer_released(operation)
+
+    # ------------------------------------------------------------------------------------- events
+
+    def _describe(self, job: Job) -> dict[str, Any]:
+        """The Describe response of ``job`` as it is now: the detail of its EventBridge events."""
+        if job.kind is JobKind.TRAINING:
+            return self.api.describe_training(job)
+        return self.api.describe_processing(job)
+
+    def pump_events(self) -> int:
+        """One tick of the event pump: advance the world to now, then deliver the due events to the default
+        bus of the scenario's account and region (outside the lock); returns how many were delivered."""
+        with self._delivery_lock:
+            with self.lock:
+                self.engine.sync()
+                due = self.events.take_due()
+                scenario = self.engine.scenario
+            for envelope, epoch in due:
+                put_on_default_bus(envelope, epoch, scenario.account_id, scenario.region)
+        return len(due)
+
+    # ----------------------------------------------------------------------------- admin (methods)
+
+    def stats(self) -> dict[str, Any]:
+        """Call counts: every call received, throttled, injected 5xx, dropped, rejected, per job, per access
+        key, and the calls whose answer a response latency holds (``in_flight``); and the EventBridge
+        event counters under ``events``."""
+        with self.lock:
+            return {**self._stats.snapshot(), "events": self.events.snapshot()}
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Admin views of all jobs in creation order."""
+        with self.lock:
+            self.engine.sync()
+            return [job.view(self.engine.start_epoch) for job in self.engine.jobs()]
+
+    def job(self, name: str) -> dict[str, Any]:
+        """Admin view of one job (training first, then processing); KeyError if unknown."""
+        with self.lock:
+            self.engine.sync()
+            job = self.engine.find(name)
+            if job is None:
+                raise KeyError(name)
+            return job.view(self.engine.start_epoch)
+
+    def reset(self) -> None:
+        """Forget jobs and counters, restart the clock and restore the scenario's faults."""
+        with self.lock:
+            self.engine.reset()
+            self._restart(self.engine.scenario)
+
+    def load_scenario(self, source: ScenarioSource) -> Scenario:
+        """Replace the scenario and reset the world."""
+        scenario = load_scenario(source)
+        with self.lock:
+            self.engine.reset(scenario)
+            self._restart(scenario)
+        return scenario
+
+    def _restart(self, scenario: Scenario) -> None:
+        self._injector = FaultInjector(scenario)
+        self._stats = Stats()
+        self.events.restart(scenario)
+
+    def clock(self) -> dict[str, float]:
+        """Emulated now, seconds since the world started, and the time scale."""
+        with self.lock:
+            now = self.engine.sync()
+            return {
+                "now": now,
+                "elapsed": now - self.engine.start_epoch,
+                "start_epoch": self.engine.start_epoch,
+                "time_scale": self.engine.scenario.time_scale,
+            }
+
+    def advance(self, seconds: float) -> float:
+        """Jump the emulated clock forward; returns the new emulated now."""
+        with self.lock:
+            return self.engine.advance(seconds)
+
+    def set_faults(
+        self,
+        throttle_rate: float | None = None,
+        error_rate: float | None = None,
+        latency_ms: float | None = None,
+        drop_rate: float | None = None,
+        rate_limits: Mapping[str, float] | None = None,
+        response_latency_ms: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """Change fault injection; arguments left as None keep their value. Returns the faults in force.
+
+        ``rate_limits`` and ``response_latency_ms`` (``{operation: ms}``) replace the whole mapping
+        (``{}`` clears it).
+        """
+        changes = {
+            "throttle_rate": throttle_rate,
+            "error_rate": error_rate,
+            "latency_ms": latency_ms,
+            "drop_rate": drop_rate,
+        }
+        with self.lock:
+            self._injector.update(changes, rate_limits, response_latency_ms)
+        return self.fault_settings()
+
+    def fault_settings(self) -> dict[str, Any]:
+        """The faults and rate limits in force."""
+        with self.lock:
+            return self._injector.settings()
+
+    def set_events(
+        self,
+        delay_seconds: float | None = None,
+        loss_rate: float | None = None,
+        duplicate_rate: float | None = None,
+        enabled: bool | None = None,
+    ) -> dict[str, Any]:
+        """Change how events reach EventBridge; None keeps a setting. Returns the settings in force."""
+        changes = {
+            "delay_seconds": delay_seconds,
+            "loss_rate": loss_rate,
+            "duplicate_rate": duplicate_rate,
+            "enabled": enabled,
+        }
+        with self.lock:
+            self.events.update(changes)
+        return self.event_settings()
+
+    def event_settings(self) -> dict[str, Any]:
+        """The EventBridge event settings in force."""
+        with self.lock:
+            return self.events.settings.as_dict()
+
+    def stop_all_jobs(self) -> int:
+        """Stop every non-terminal job; returns how many were asked to stop."""
+        with self.lock:
+            return self.engine.stop_all(self.engine.sync())
+
+    def health(self) -> dict[str, Any]:
+        """Liveness plus the scenario name and region."""
+        scenario = self.scenario
+        return {
+            "ok": True,
+            "scenario": scenario.name,
+            "region": scenario.region,
+            "account_id": scenario.account_id,
+        }
+
+    # -------------------------------------------------------------------------------- admin (HTTP)
+
+    def admin(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """Route an admin request (see :mod:`.admin`); returns ``(HTTP status, JSON payload)``."""
+        return dispatch(self, method, path, body)
+
+
+def _json_params(body: bytes) -> Any:
+    """The request's JSON, or None if it is not JSON (an empty body is ``{}``)."""
+    try:
+        return json.loads(body or b"{}")
+    except ValueError:
+        return None
+
+
+def _job_name(operation: str, params: Any) -> str | None:
+    """The job a call names, for per-job counts."""
+    name_key = JOB_NAME_PARAM.get(operation)
+    if name_key and isinstance(params, dict) and isinstance(params.get(name_key), str):
+        name: str = params[name_key]
+        return name
+    return None
