@@ -134,10 +134,12 @@ class AwsSettings:
 class SageMakerPreferenceHook(PreflightLookups, AwsBaseHook):
     """SageMaker calls for instance preference lists, on the amazon provider's ``AwsBaseHook``.
 
-    :param aws_conn_id: Airflow connection of type ``aws`` (its extra may set ``endpoint_url``).
-    :param region_name: AWS region; defaults to the connection's.
-    :param verify: TLS verification, as for every amazon provider hook.
-    :param config: botocore config dict or object.
+    The arguments are ``AwsBaseHook``'s, passed through (the client type is always ``sagemaker``):
+
+    - ``aws_conn_id``: Airflow connection of type ``aws`` (its extra may set ``endpoint_url``);
+    - ``region_name``: AWS region; defaults to the connection's;
+    - ``verify``: TLS verification, as for every amazon provider hook;
+    - ``config``: botocore config dict or object.
     """
 
     hook_name = "Amazon SageMaker (instance preferences)"
