@@ -12,6 +12,10 @@ Routes (under the prefix):
 - ``GET /api/capacity`` — everything the page draws; query ``since``, ``until`` (ISO 8601; default the
   last 30 days), ``dag_id``, ``task_id``, ``page`` (from 1), ``page_size`` (1–200). Bad values get a
   400 that names the parameter.
+- ``GET /api/insights`` — what the fallbacks cost, which entries ever win, when in the day, and how
+  acceptance windows play out (:mod:`.insights`); the same query, scope and answers to bad input as
+  ``/api/capacity``. Hours of the day are in UTC and in the deployment's time zone
+  (``[core] default_timezone``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from sqlalchemy import select
 
 from airflow_provider_sm_prefs.compat.page import login_response, optional_user, required_user
 from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX
+from airflow_provider_sm_prefs.plugin.insights import insights
 from airflow_provider_sm_prefs.plugin.query import dags_with_records, load_entries, with_links
 from airflow_provider_sm_prefs.plugin.stats import Filters, summarize
 
@@ -142,6 +147,25 @@ def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) ->
     result = summarize(entries, filters, skipped=skipped)
     with_links(session, result["jobs"]["rows"], _ui_root())
     return result
+
+
+@app.get("/api/insights")
+def capacity_insights(request: Request, session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
+    """The insights of the query's range and DAG/task (same query and scope as ``/api/capacity``)."""
+    filters = parse_filters(dict(request.query_params))
+    dag_ids = _dag_scope(session, readable, filters.dag_id)
+    entries, skipped = load_entries(session, dag_ids, filters)
+    return insights(entries, filters, tz=_default_timezone(), skipped=skipped)
+
+
+def _default_timezone() -> str:
+    """The deployment's time zone, ``[core] default_timezone`` (read per request, as Airflow's conf is)."""
+    name = conf.get("core", "default_timezone", fallback="utc") or "utc"
+    if name == "system":  # Airflow resolved it once, at start-up
+        from airflow.settings import TIMEZONE
+
+        return str(TIMEZONE.name)
+    return name
 
 
 @app.get("/api/filters")
