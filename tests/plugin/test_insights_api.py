@@ -29,17 +29,18 @@ PREFS: list[dict[str, Any]] = [
     {"instance_type": P4D, "instance_count": 2},
 ]
 OPEN, HIDDEN = "insights_nightly", "insights_hidden"
-WIDE = "since=2026-01-01&until=2027-12-01"
-NOVEMBER = "since=2026-11-01&until=2026-12-01"
+# 2025: no other test of the package records capacity then, so "every readable DAG" holds these only.
+WIDE = "since=2025-01-01&until=2025-12-31"
+NOVEMBER = "since=2025-11-01&until=2025-12-01"
 #: ``(dag_id, task_id, run day, rank)``: every job of ``train`` is priced at USD 40/h on G5×4 and 30/h
 #: on G6×2 against a first choice of 30/h, billed one hour; ``prep`` has no prices; the hidden DAG's
 #: jobs ran on P4D×2 at 60/h.
 JOBS = [
-    (OPEN, "train", datetime(2026, 10, 20, 2, tzinfo=timezone.utc), 2),
-    (OPEN, "train", datetime(2026, 11, 5, 2, tzinfo=timezone.utc), 1),
-    *[(OPEN, "train", datetime(2026, 11, day, 2, tzinfo=timezone.utc), 2) for day in (6, 7, 8, 9)],
-    (OPEN, "prep", datetime(2026, 11, 5, 2, tzinfo=timezone.utc), 2),
-    *[(HIDDEN, "train", datetime(2026, 11, day, 2, tzinfo=timezone.utc), 3) for day in (5, 6)],
+    (OPEN, "train", datetime(2025, 10, 20, 2, tzinfo=timezone.utc), 2),
+    (OPEN, "train", datetime(2025, 11, 5, 2, tzinfo=timezone.utc), 1),
+    *[(OPEN, "train", datetime(2025, 11, day, 2, tzinfo=timezone.utc), 2) for day in (6, 7, 8, 9)],
+    (OPEN, "prep", datetime(2025, 11, 5, 2, tzinfo=timezone.utc), 2),
+    *[(HIDDEN, "train", datetime(2025, 11, day, 2, tzinfo=timezone.utc), 3) for day in (5, 6)],
 ]
 PRICES = {G6: 30.0, G5: 40.0, P4D: 60.0}
 
@@ -139,7 +140,7 @@ def insights(client: Any, query: str, headers: dict[str, str] | None = None) -> 
 
 def test_the_figures_of_every_readable_dag(client: Any, records: None) -> None:
     data = insights(client, f"{WIDE}")
-    assert data["filters"]["since"] == "2026-01-01T00:00:00+00:00" and data["min_records"] == 5
+    assert data["filters"]["since"] == "2025-01-01T00:00:00+00:00" and data["min_records"] == 5
     premium = data["fallback_premium_usd"]
     # train: five fallbacks at (40 - 30) × 1 h; hidden: two at (60 - 30) × 1 h; prep is unpriced.
     assert (premium["total"]["premium"]["usd"], premium["total"]["premium"]["records"]) == (110.0, 7)
@@ -147,7 +148,7 @@ def test_the_figures_of_every_readable_dag(client: Any, records: None) -> None:
     assert premium["total"]["spend"]["usd"] == 5 * 40.0 + 30.0 + 2 * 60.0
     tasks = {(r["dag_id"], r["task_id"]): r["premium"]["usd"] for r in premium["by_task"]}
     assert tasks == {(HIDDEN, "train"): 60.0, (OPEN, "prep"): None, (OPEN, "train"): 50.0}
-    assert [m["month"] for m in premium["by_month"]] == ["2026-10", "2026-11"]
+    assert [m["month"] for m in premium["by_month"]] == ["2025-10", "2025-11"]
     p4d = next(
         r for r in data["entries"] if r["dag_id"] == OPEN and r["task_id"] == "train" and r["position"] == 3
     )
@@ -159,7 +160,7 @@ def test_the_figures_of_every_readable_dag(client: Any, records: None) -> None:
 
 def test_a_range_dag_and_task_narrow_the_figures(client: Any, records: None) -> None:
     november = insights(client, f"{NOVEMBER}&dag_id={OPEN}&task_id=train")["fallback_premium_usd"]
-    assert [m["month"] for m in november["by_month"]] == ["2026-11"]
+    assert [m["month"] for m in november["by_month"]] == ["2025-11"]
     assert [(r["dag_id"], r["task_id"]) for r in november["by_task"]] == [(OPEN, "train")]
     premium = november["total"]["premium"]
     assert (premium["usd"], premium["records"], premium["enough"]) == (40.0, 4, False)
@@ -169,7 +170,7 @@ def test_a_range_dag_and_task_narrow_the_figures(client: Any, records: None) -> 
     assert dag["total"]["premium"]["usd"] == 50.0
     prep = insights(client, f"{WIDE}&task_id=prep")
     assert [(r["dag_id"], r["task_id"]) for r in prep["fallback_premium_usd"]["by_task"]] == [(OPEN, "prep")]
-    empty = insights(client, f"since=2026-01-01&until=2026-02-01&dag_id={OPEN}")
+    empty = insights(client, f"since=2025-01-01&until=2025-02-01&dag_id={OPEN}")
     assert empty["summary"]["jobs"] == 0 and empty["entries"] == []
 
 
@@ -197,9 +198,9 @@ def test_without_a_login_the_same_answer_as_capacity(client: Any, headers: dict[
     [
         "dag_id=no_such_dag",
         "since=yesterday",
-        "until=2026-13-01",
-        "since=2026-11-02&until=2026-11-01",
-        "since=2020-01-01&until=2026-01-01",
+        "until=2025-13-01",
+        "since=2025-11-02&until=2025-11-01",
+        "since=2020-01-01&until=2025-01-01",
         "page=0",
         "page=two",
         "page_size=1000",
