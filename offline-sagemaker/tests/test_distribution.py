@@ -121,6 +121,9 @@ def test_the_wheel_alone_serves_sagemaker_from_its_console_script(venv: Path, tm
         code = (
             "import sys, boto3\n"
             "from offline_sagemaker import OfflineSageMaker\n"
+            "sm = OfflineSageMaker.attach(sys.argv[1])\n"
+            "# The scenario the command loaded, on a frozen clock: only advance() moves it, however busy the host.\n"
+            "sm.load_scenario({**sm.scenario_dict(), 'time_scale': 0})\n"
             "client = boto3.client('sagemaker', endpoint_url=sys.argv[1], region_name='us-east-1',\n"
             "                      aws_access_key_id='testing', aws_secret_access_key='testing')\n"
             "client.create_training_job(\n"
@@ -134,7 +137,7 @@ def test_the_wheel_alone_serves_sagemaker_from_its_console_script(venv: Path, tm
             "                    'VolumeSizeInGB': 50},\n"
             "    StoppingCondition={'MaxRuntimeInSeconds': 86400, 'MaxPendingTimeInSeconds': 3600},\n"
             ")\n"
-            "OfflineSageMaker.attach(sys.argv[1]).advance(120)\n"
+            "sm.advance(120)\n"
             "resource = client.describe_training_job(TrainingJobName='wheel-check')['ResourceConfig']\n"
             "print(resource['SelectedInstanceType'], resource['SelectedInstanceCount'])\n"
         )
