@@ -49,13 +49,25 @@ def staggered(n: int, step: float) -> dict[str, Any]:
 
 def test_many_waits_share_one_list_loop_and_describe_each_job_about_twice(sm: Any) -> None:
     n = 40
-    sm.load_scenario(staggered(n, step=120))
+    # A frozen clock: every job is still Pending when its trigger first looks, however long the
+    # submissions take on a busy host; then capacity comes one job at a time as the test moves the clock.
+    sm.load_scenario({**staggered(n, step=120), "time_scale": 0})
     names = [f"fan-{i:02d}" for i in range(n)]
     for name in names:
         submit(sm, name)
+    described = sm.stats()["operations"].get("DescribeTrainingJob", 0)
+
+    async def clock() -> None:
+        while (await asyncio.to_thread(sm.stats))["operations"].get("DescribeTrainingJob", 0) < described + n:
+            await asyncio.sleep(0.05)
+        for _ in range(n):
+            await asyncio.to_thread(sm.advance, 120)
+            await asyncio.sleep(0.2)
 
     async def main() -> list[dict[str, Any]]:
-        return await asyncio.gather(*(first_event(trigger(name)) for name in names))
+        waits = asyncio.gather(*(first_event(trigger(name)) for name in names))
+        _, events = await asyncio.gather(clock(), waits)
+        return list(events)
 
     events = asyncio.run(main())
     assert [e["status"] for e in events] == ["success"] * n
