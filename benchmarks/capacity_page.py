@@ -12,7 +12,11 @@
 3. Times ``GET /sm-prefs/api/capacity`` over HTTP with a Bearer token from ``POST /auth/token`` (every
    record in range: since = 90 days ago): the first call, then warm calls; the same filtered to the
    fleet DAG at page 5; ``/api/filters``; the response sizes.
-4. Opens ``/sm-prefs/?range=90`` in headless Chromium (Debian's chromium + chromedriver, Selenium),
+4. Times ``GET /sm-prefs/api/insights`` the same way, right after the api-server restarted (its first
+   call reads every record anew, as the first ``/api/capacity`` did): the first call, warm calls, and
+   warm calls filtered to the fleet DAG. The seeded records are priced and varied (fallbacks, entries
+   left out, acceptance windows, hours of the day), so every section of the insights has work to do.
+5. Opens ``/sm-prefs/?range=90`` in headless Chromium (Debian's chromium + chromedriver, Selenium),
    logged in through Airflow's login form, and times navigation start → ``body[data-ready=1]`` (the
    page fetched ``api/capacity`` and drew everything): a first load with an empty browser cache, then
    reloads, then a first visit right after the api-server restarted (nothing cached anywhere); page
@@ -81,7 +85,7 @@ return {
 
 #: No capacity until the benchmark opens it (by jumping the emulated clock past SCARCE_UNTIL), once both
 #: tasks have deferred and settled; each job then runs about 20 real seconds. A trigger that fires within
-#: a scheduler loop or two of its deferral can fail the task on Airflow 3.3.2 (README, Limits), which an
+#: a scheduler loop or two of its deferral can fail the task on Airflow 3.3.2 (docs/limits.md), which an
 #: immediate capacity or completion provokes on a busy machine.
 SCARCE_UNTIL = 1_000_000
 TEMPLATE_SCENARIO = {
@@ -236,6 +240,48 @@ def measure_api(af: Any, since: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def measure_insights(af: Any, since: str, repeats: int) -> dict[str, Any]:
+    """``/api/insights`` in a freshly started api-server: ``/api/filters`` first (the api-server imports
+    the app), then the first ``/api/insights`` (every record read anew), warm calls, and warm calls
+    filtered to the fleet DAG."""
+    af.restart("api-server")
+    af.wait_healthy(180)
+    http = af.rest.http
+    insights = f"{PREFIX}/api/insights"
+    everything = {"since": since}
+    first_filters_s = timed_get(http, f"{PREFIX}/api/filters", {})[0]
+    cold_s, response = timed_get(http, insights, everything)
+    body = response.json()
+    filtered = {"since": since, "dag_id": FLEET_DAG}
+    filtered_body = timed_get(http, insights, filtered)[1].json()
+    warm = series(http, insights, everything, repeats)
+    again = timed_get(http, insights, everything)[1].json()
+    differ = sorted(k for k in body.keys() | again.keys() if k != "filters" and body.get(k) != again.get(k))
+    if differ:  # "filters" holds the request's own "until" (now)
+        raise BenchError(f"a warm /api/insights answered differently from the first call: {differ}")
+    premium = body["fallback_premium_usd"]["total"]
+    return {
+        "first_filters_s": first_filters_s,
+        "cold_s": cold_s,
+        "warm": warm,
+        "filtered": {"params": filtered, **series(http, insights, filtered, repeats)},
+        "response_kb": len(response.content) / 1024,
+        "response_transferred_kb": response.num_bytes_downloaded / 1024,
+        "summary": body["summary"],
+        "work": {
+            "jobs_priced": premium["spend"]["records"],
+            "fallback_jobs": premium["premium"]["fallback_jobs"],
+            "fallback_jobs_priced": premium["premium"]["records"],
+            "premium_usd": premium["premium"]["usd"],
+            "entries": len(body["entries"]),
+            "excluded": sum(row["excluded_total"] for row in body["entries"]),
+            "instance_types_by_hour": len(body["hour_of_day"]["utc"]["rows"]),
+            "staged_jobs": sum(row["jobs"] for row in body["acceptance_windows"]),
+        },
+        "filtered_summary": filtered_body["summary"],
+    }
+
+
 def profile_api(af: Any) -> dict[str, Any]:
     """The API's steps timed one by one inside the deployment (:mod:`benchmarks.capacity_profile`)."""
     code = (
@@ -258,6 +304,8 @@ def profile_rows(profile: Mapping[str, Any]) -> list[list[str]]:
         ("job links of the page", profile["links_s"]),
         ("one request in-process, nothing cached", profile["total_s"]),
         ("one request in-process, records cached", profile["cached_s"]),
+        ("insights (premium, entries, hours, windows)", profile["insights_s"]),
+        ("one insights request in-process, records cached", profile["insights_cached_s"]),
         ("the rows without their values (listing query)", profile["keys_only_s"]),
         (f"for comparison: {profile['projected_fields']} fields extracted in SQL", profile["projection_s"]),
     )
@@ -383,7 +431,8 @@ def _row(name: str, seconds: float | None, goal: float | None) -> list[str]:
 
 
 def rows(result: Mapping[str, Any]) -> list[list[str]]:
-    api, page, n = result["api"], result["page"], result["records_in_range"]
+    api, insights, page = result["api"], result["insights"], result["page"]
+    n = result["records_in_range"]
     out = [
         _row("API /api/filters, first call (imports the app)", api["first_filters_s"], None),
         _row(f"API /api/capacity, first call ({n:,} records)", api["cold_s"], API_GOAL_S),
@@ -399,6 +448,26 @@ def rows(result: Mapping[str, Any]) -> list[list[str]]:
             "",
         ],
     ]
+    if insights is not None:
+        out += [
+            _row(
+                f"API /api/insights, first call after a restart ({n:,} records)",
+                insights["cold_s"],
+                API_GOAL_S,
+            ),
+            _row("API /api/insights, warm median", insights["warm"]["median_s"], API_GOAL_S),
+            _row("API /api/insights, warm p95", insights["warm"]["p95_s"], API_GOAL_S),
+            _row(
+                f"API insights dag_id={FLEET_DAG}, warm median", insights["filtered"]["median_s"], API_GOAL_S
+            ),
+            _row(f"API insights dag_id={FLEET_DAG}, warm p95", insights["filtered"]["p95_s"], API_GOAL_S),
+            [
+                "API insights size (raw / transferred)",
+                f"{insights['response_kb']:.1f} KB / {insights['response_transferred_kb']:.1f} KB",
+                "",
+                "",
+            ],
+        ]
     if page is not None:
         weight = page["cold_weight"]
         out += [
@@ -437,7 +506,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "git_revision": git_revision(),
         "machine": machine_info(),
         "records": args.records,
-        "goals": {"api_s": API_GOAL_S, "page_interactive_s": PAGE_GOAL_S},
+        "goals": {"api_s": API_GOAL_S, "insights_s": API_GOAL_S, "page_interactive_s": PAGE_GOAL_S},
     }
     # The last run's AIRFLOW_HOME (component and task logs) stays in build/ for a post-mortem.
     home = OUT / "deployment"
@@ -457,6 +526,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("timing the API ...", flush=True)
         result["api"] = measure_api(af, since, args.api_repeats)
         result["records_in_range"] = result["api"]["summary"]["records"]
+        result["insights"] = None
+        if not args.no_insights:
+            print("timing the insights after an api-server restart ...", flush=True)
+            result["insights"] = measure_insights(af, since, args.api_repeats)
         result["api_profile"] = None if args.no_profile else profile_api(af)
         result["page"] = None
         if not args.no_browser:
@@ -479,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", choices=("postgres", "auto", "sqlite"), default="postgres")
     parser.add_argument("--no-browser", action="store_true", help="skip the page (API only)")
     parser.add_argument("--no-profile", action="store_true", help="skip the API's step-by-step timing")
+    parser.add_argument("--no-insights", action="store_true", help="skip /api/insights")
     parser.add_argument("--output", type=Path, default=OUT / "bench.json")
     args = parser.parse_args(argv)
     try:
@@ -490,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     print()
     print(table(("measurement", "value", "goal", "met?"), rows(result)))
+    print(
+        f"goals: /api/capacity and /api/insights answer {result['records_in_range']:,} records in under "
+        f"{API_GOAL_S:g} s warm; the page is interactive in under {PAGE_GOAL_S:g} s"
+    )
     if result["api_profile"] is not None:
         print(
             f"\nwhere an API request's time goes ({result['api_profile']['records']:,} records, in-process):"

@@ -11,6 +11,9 @@ runs (:mod:`airflow_provider_sm_prefs.plugin.query` and ``.stats``), for every D
 - ``total_s``: ``load_entries`` + ``summarize`` + ``with_links``, as one request does (median), with
   nothing cached (every value read and checked), and ``cached_s`` the same once the api-server's
   :class:`~airflow_provider_sm_prefs.plugin.query.RecordCache` holds every record;
+- ``insights_s``: :func:`~airflow_provider_sm_prefs.plugin.insights.insights` of the same records, and
+  ``insights_cached_s`` one ``/api/insights`` request (``load_entries`` + ``insights``) with every
+  record cached;
 - ``explain``: PostgreSQL's plan and execution time of the records query;
 - ``profile``: cProfile's top functions by cumulative time for one such request;
 - for comparison: ``keys_only_s``, the same rows without their values (what a request reads when every
@@ -40,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin import query
+from airflow_provider_sm_prefs.plugin.insights import insights
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, summarize
 
 T = TypeVar("T")
@@ -112,6 +116,13 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
         cache = query.RecordCache(query.RECORDS.size)
         _request(session, dag_ids, filters, cache)
         cached_s, _ = _timed(repeats, lambda: _request(session, dag_ids, filters, cache))
+        insights_s, _ = _timed(repeats, lambda: insights(entries, filters))
+
+        def insights_request() -> dict[str, Any]:
+            loaded, skipped = query.load_entries(session, dag_ids, filters, cache)
+            return insights(loaded, filters, skipped=skipped)
+
+        insights_cached_s, _ = _timed(repeats, insights_request)
         keys = stmt.with_only_columns(
             XComModel.dag_run_id,
             XComModel.task_id,
@@ -138,6 +149,8 @@ def breakdown(since: datetime, repeats: int = 3, top: int = 25) -> dict[str, Any
             "links_s": links_s,
             "total_s": total_s,
             "cached_s": cached_s,
+            "insights_s": insights_s,
+            "insights_cached_s": insights_cached_s,
             "explain": _explain(session, dag_ids, filters),
             "profile": _profile(session, dag_ids, filters, top),
         }

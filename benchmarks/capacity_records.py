@@ -9,8 +9,17 @@
   two test DAGs), one task instance each;
 - runs spread over the ``days`` before ``now``; how often the first entry is scarce drifts over the
   period, so the fallback chart has a shape;
+- the first entry is scarcer in the afternoon and evening (UTC) than at night, so the hours of the day
+  differ too;
 - about 8 % of tries fail (capacity timeout, quota, CPU-only "no capacity", job failed or stopped),
-  some tries are retries (try 2).
+  some tries are retries (try 2);
+- every try went through the guardrails as the operators run them
+  (:func:`~airflow_provider_sm_prefs.domain.guardrails.evaluate`, then ``GuardrailReport.apply``), so
+  records carry the selected cluster's and the first choice's hourly cost and the run's estimated cost
+  from :data:`PRICES`; some runs cap the hourly cost and leave an entry out, some tries find an entry
+  short of quota, and a few could not read the price list (unpriced);
+- some fleet runs and every ``t_train_complete`` run wait for their first choice alone for
+  :data:`WINDOW_SECONDS` first (acceptance windows), so their records carry stages.
 
 Deterministic for a given seed and ``now``. The database side (:mod:`benchmarks.capacity_seed_db`)
 turns the plan into DagRun, TaskInstance and XCom rows.
@@ -20,12 +29,15 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_provider_sm_prefs.domain.preferences import InstancePreference
-from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind
+from airflow_provider_sm_prefs.domain.escalation import StageEnd, StageRecord, stage_suffix
+from airflow_provider_sm_prefs.domain.guardrails import Facts, GuardrailReport, Guardrails, evaluate
+from airflow_provider_sm_prefs.domain.outcome import Capacity, CapacityOutcome
+from airflow_provider_sm_prefs.domain.preferences import InstancePreference, InstancePreferenceList
+from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind, TaskInstanceRef
 from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name
 
 FLEET_DAG, FLEET_TASK = "e2e_fleet", "job"
@@ -42,6 +54,8 @@ class Workflow:
     job_kind: str
     operator: str
     lists: tuple[tuple[tuple[str, int], ...], ...]
+    #: Share of runs whose later entries wait for :data:`WINDOW_SECONDS` (acceptance windows).
+    windowed: float = 0.0
 
 
 TRAINING_LISTS = (
@@ -52,13 +66,33 @@ TRAINING_LISTS = (
 PROCESSING_LISTS = ((("ml.c7i.4xlarge", 2), ("ml.c6i.4xlarge", 2), ("ml.m5.4xlarge", 2)),)
 TRAINING_OP, PROCESSING_OP = "SageMakerPreferenceTrainingOperator", "SageMakerPreferenceProcessingOperator"
 
-FLEET = Workflow(FLEET_DAG, FLEET_TASK, "training", TRAINING_OP, TRAINING_LISTS)
+FLEET = Workflow(FLEET_DAG, FLEET_TASK, "training", TRAINING_OP, TRAINING_LISTS, windowed=0.3)
 SINGLE_JOB = (
     Workflow("sm_prefs_nightly_retrain", "train", "training", TRAINING_OP, TRAINING_LISTS[:1]),
     Workflow("sm_prefs_processing_cpu", "prepare_features", "processing", PROCESSING_OP, PROCESSING_LISTS),
-    Workflow("t_train_complete", "job", "training", TRAINING_OP, TRAINING_LISTS[1:]),
+    Workflow("t_train_complete", "job", "training", TRAINING_OP, TRAINING_LISTS[1:], windowed=1.0),
     Workflow("t_process", "job", "processing", PROCESSING_OP, PROCESSING_LISTS),
 )
+#: Illustrative USD per instance-hour for the seeded history (not AWS's prices): fallbacks that cost
+#: more than the first choice, and some that cost less.
+PRICES = {
+    "ml.g6.48xlarge": 13.35,
+    "ml.g5.48xlarge": 16.29,
+    "ml.p4d.24xlarge": 37.69,
+    "ml.p5.48xlarge": 63.0,
+    "ml.g6e.48xlarge": 30.13,
+    "ml.g6e.12xlarge": 10.49,
+    "ml.g5.12xlarge": 7.09,
+    "ml.c7i.4xlarge": 0.86,
+    "ml.c6i.4xlarge": 0.82,
+    "ml.m5.4xlarge": 0.92,
+}
+#: Share of runs with ``max_hourly_cost=COST_CAP`` (it leaves ml.p4d.24xlarge×2 out of their lists).
+CAPPED, COST_CAP = 0.2, 70.0
+#: Share of tries that found the last entry short of quota (preflight prunes it), or could not price.
+SHORT_OF_QUOTA, UNPRICED = 0.04, 0.03
+#: The acceptance window of every entry after the first, in windowed runs.
+WINDOW_SECONDS = 1800.0
 #: Share of tries that fail, by kind (training; processing swaps the timeout for "no capacity").
 FAILURES = (
     (FailureKind.CAPACITY_TIMEOUT, 0.03),
@@ -124,8 +158,20 @@ def _run(rng: random.Random, workflow: Workflow, count: int, run_after: datetime
     run_type = "manual" if workflow is FLEET else "scheduled"
     run_id = f"{run_type}__{run_after.isoformat()}"
     prefs = rng.choice(workflow.lists)
+    guardrails = Guardrails(max_hourly_cost=COST_CAP) if rng.random() < CAPPED else Guardrails()
+    windowed = rng.random() < workflow.windowed
     tasks = [
-        _task(rng, workflow, run_id, map_index if count > 1 else -1, prefs, run_after, phase)
+        _task(
+            rng,
+            workflow,
+            run_id,
+            map_index if count > 1 else -1,
+            prefs,
+            run_after,
+            phase,
+            guardrails,
+            windowed,
+        )
         for map_index in range(count)
     ]
     failed = any(t.state == "failed" for t in tasks)
@@ -152,13 +198,32 @@ def _failure(rng: random.Random, workflow: Workflow) -> FailureKind | None:
     return None
 
 
-def _rank(rng: random.Random, entries: int, phase: float) -> int:
-    """1-based rank: the first entry gets scarcer and then easier again over the period."""
-    scarce = 0.25 + 0.35 * math.sin(math.pi * phase)
-    rank = 1
-    while rank < entries and rng.random() < scarce:
-        rank += 1
-    return rank
+def _rank(rng: random.Random, kept: list[int], phase: float, created: datetime) -> int:
+    """1-based rank (in the list as written) among the ``kept`` ones: the first entry gets scarcer and then
+    easier again over the period, and is scarcer from 13:00 to 21:00 UTC than at other hours."""
+    scarce = 0.2 + 0.3 * math.sin(math.pi * phase) + (0.25 if 13 <= created.hour < 21 else 0.0)
+    position = 0
+    while position < len(kept) - 1 and rng.random() < scarce:
+        position += 1
+    return kept[position]
+
+
+def _guardrails(
+    rng: random.Random, kind: str, prefs: tuple[tuple[str, int], ...], guardrails: Guardrails
+) -> GuardrailReport:
+    """What the guardrails before submit decided for one try (as the operators decide it)."""
+    facts = Facts(region=REGION, quotas={t: 64.0 for t, _ in prefs})
+    if not guardrails.caps and rng.random() < UNPRICED:  # a capped list without prices would fail
+        facts.unchecked = [
+            f"price: {t} could not be priced (ThrottlingException: Rate exceeded)" for t, _ in prefs
+        ]
+    else:
+        facts.prices = {t: PRICES[t] for t, _ in prefs}
+    if len(prefs) > 2 and rng.random() < SHORT_OF_QUOTA:
+        last_type, last_count = prefs[-1]
+        facts.quotas[last_type] = float(last_count - 1)
+    written = InstancePreferenceList([InstancePreference(t, n) for t, n in prefs], kind)
+    return evaluate(written, None, guardrails, facts)
 
 
 def _task(
@@ -169,66 +234,109 @@ def _task(
     prefs: tuple[tuple[str, int], ...],
     run_after: datetime,
     phase: float,
+    guardrails: Guardrails,
+    windowed: bool,
 ) -> SeedTask:
     try_number = 2 if rng.random() < 0.05 else 1
     name = derive_job_name(workflow.dag_id, workflow.task_id, run_id, map_index)
     created = run_after + timedelta(seconds=rng.uniform(5, 60))
+    report = _guardrails(rng, workflow.job_kind, prefs, guardrails)
+    ti = TaskInstanceRef(workflow.dag_id, workflow.task_id, run_id, map_index, try_number)
     base: dict[str, Any] = {
-        "dag_id": workflow.dag_id,
-        "task_id": workflow.task_id,
-        "run_id": run_id,
-        "map_index": map_index,
-        "try_number": try_number,
         "job_kind": workflow.job_kind,
         "job_name": name,
-        "job_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{workflow.job_kind}-job/{name}",
-        "region": REGION,
-        "preferences": [InstancePreference(t, n).as_dict() for t, n in prefs],
+        "job_arn": _arn(workflow.job_kind, name),
+        "preferences": [
+            InstancePreference(t, n, accept_after=WINDOW_SECONDS if windowed and i else None).as_dict()
+            for i, (t, n) in enumerate(prefs)
+        ],
     }
     kind = _failure(rng, workflow)
     if kind is not None:
-        record = _failed(rng, base, kind, prefs, created)
+        record = _failed(rng, ti, base, kind, prefs, created, report, windowed)
     else:
-        record = _selected(rng, base, prefs, created, phase)
+        record = _selected(rng, ti, base, prefs, created, phase, report, windowed)
     return SeedTask(map_index, try_number, "failed" if kind else "success", record.as_dict())
+
+
+def _arn(job_kind: str, name: str) -> str:
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{job_kind}-job/{name}"
+
+
+def _stage(
+    number: int, entries: list[str], name: str, pending: float, ended: StageEnd, at: datetime
+) -> dict[str, Any]:
+    return StageRecord(
+        number, entries, name + stage_suffix(number), pending, ended.value, at.isoformat()
+    ).as_dict()
 
 
 def _selected(
     rng: random.Random,
+    ti: TaskInstanceRef,
     base: dict[str, Any],
     prefs: tuple[tuple[str, int], ...],
     created: datetime,
     phase: float,
+    report: GuardrailReport,
+    windowed: bool,
 ) -> CapacityRecord:
-    rank = _rank(rng, len(prefs), phase)
+    rank = _rank(rng, report.kept, phase, created)
     instance_type, count = prefs[rank - 1]
     pending = round(rng.lognormvariate(math.log(120 + 900 * (rank - 1)), 0.8), 1)
+    stages: list[dict[str, Any]] = []
+    name, started = base["job_name"], created
+    if windowed:
+        first = prefs[0][0]
+        if rank == 1 and pending < WINDOW_SECONDS and rng.random() < 0.85:
+            stages = [_stage(1, [first], name, pending, StageEnd.SELECTED, created)]
+        else:  # still Pending when the window opened: stage 2 offers every entry kept
+            started = created + timedelta(seconds=WINDOW_SECONDS)
+            again = round(rng.lognormvariate(math.log(60 + 600 * (rank - 1)), 0.8), 1)
+            stages = [
+                _stage(1, [first], name, WINDOW_SECONDS, StageEnd.ESCALATED, created),
+                _stage(2, [prefs[r - 1][0] for r in report.kept], name, again, StageEnd.SELECTED, started),
+            ]
+            name, pending = name + stage_suffix(2), WINDOW_SECONDS + again
     training = int(rng.uniform(900, 4 * 3600)) if base["job_kind"] == "training" else None
     runtime = training or int(rng.uniform(300, 1800))
     ended = created + timedelta(seconds=pending + runtime + 120)
-    return CapacityRecord(
-        **base,
+    outcome = CapacityOutcome(
+        job_name=name,
+        job_kind=base["job_kind"],
+        job_arn=_arn(base["job_kind"], name),
         selected_instance_type=instance_type,
         selected_instance_count=count,
         preference_rank=rank,
         fell_back=rank > 1,
-        capacity="on-demand",
         pending_seconds=pending,
+        capacity=Capacity.ON_DEMAND.value,
+        accelerators=None,
+        job_status="Completed",
+        preferences=base["preferences"],
         training_seconds=training,
         billable_seconds=runtime + 90 if training is not None else None,
-        job_status="Completed",
-        created_at=created.isoformat(),
+        created_at=started.isoformat(),
         ended_at=ended.isoformat(),
-        recorded_at=(ended + timedelta(seconds=rng.uniform(1, 30))).isoformat(),
+        stages=stages,
     )
+    # The cost fields and the exclusions, as the operator adds them; then the list as written again
+    # (apply() takes it from the report, which does not know the acceptance windows).
+    priced = report.apply(outcome)
+    priced = CapacityOutcome.from_dict({**priced.as_dict(), "preferences": base["preferences"]})
+    recorded = ended + timedelta(seconds=rng.uniform(1, 30))
+    return CapacityRecord.from_outcome(ti, priced, REGION, now=recorded)
 
 
 def _failed(
     rng: random.Random,
+    ti: TaskInstanceRef,
     base: dict[str, Any],
     kind: FailureKind,
     prefs: tuple[tuple[str, int], ...],
     created: datetime,
+    report: GuardrailReport,
+    windowed: bool,
 ) -> CapacityRecord:
     status = {
         FailureKind.CAPACITY_TIMEOUT: "Stopped",
@@ -240,8 +348,29 @@ def _failed(
     if kind is FailureKind.QUOTA:  # rejected by Create: no job exists
         fields["job_arn"] = None
     waited = rng.uniform(1800, 7200) if kind is FailureKind.CAPACITY_TIMEOUT else rng.uniform(60, 3600)
+    stages: list[dict[str, Any]] = []
+    if windowed and kind is FailureKind.CAPACITY_TIMEOUT:  # no entry got capacity in either stage
+        waited = max(waited, WINDOW_SECONDS + 600)
+        name, opened = base["job_name"], created + timedelta(seconds=WINDOW_SECONDS)
+        stages = [
+            _stage(1, [prefs[0][0]], name, WINDOW_SECONDS, StageEnd.ESCALATED, created),
+            _stage(
+                2,
+                [prefs[r - 1][0] for r in report.kept],
+                name,
+                waited - WINDOW_SECONDS,
+                StageEnd.TIMED_OUT,
+                opened,
+            ),
+        ]
+        fields["job_name"] = name + stage_suffix(2)
+        fields["job_arn"] = _arn(base["job_kind"], fields["job_name"])
     return CapacityRecord(
+        **asdict(ti),
         **fields,
+        region=REGION,
+        stages=stages,
+        **report.record_fields(),
         job_status=status,
         failure_kind=kind.value,
         reason=REASONS[kind].format(type=prefs[0][0]),

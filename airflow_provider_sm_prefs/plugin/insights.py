@@ -163,6 +163,16 @@ def _fell_back(record: CapacityRecord) -> bool:
     return record.fell_back is True
 
 
+#: What the premium reads of a job that ran: ``(fell back, hourly_cost, first_choice_hourly_cost, hours)``.
+_Cost = tuple[bool, float | None, float | None, float | None]
+
+
+def _cost(record: CapacityRecord) -> _Cost:
+    billable = _number(record.billable_seconds)
+    hours = None if billable is None else billable / 3600
+    return (_fell_back(record), _number(record.hourly_cost), _number(record.first_choice_hourly_cost), hours)
+
+
 @dataclass
 class _Money:
     """The premium and spend of a group of jobs that ran."""
@@ -176,20 +186,17 @@ class _Money:
     spend_records: int = 0
     spend_unpriced: int = 0
 
-    def add(self, record: CapacityRecord) -> None:
+    def add(self, cost: _Cost) -> None:
+        fell_back, hourly, first, hours = cost
         self.jobs += 1
-        hourly = _number(record.hourly_cost)
-        billable = _number(record.billable_seconds)
-        hours = None if billable is None else billable / 3600
         if hourly is not None and hours is not None:
             self.spend += hourly * hours
             self.spend_records += 1
         else:
             self.spend_unpriced += 1
-        if not _fell_back(record):
+        if not fell_back:
             return
         self.fallback_jobs += 1
-        first = _number(record.first_choice_hourly_cost)
         if hourly is not None and first is not None and hours is not None:
             self.premium += (hourly - first) * hours
             self.premium_records += 1
@@ -216,13 +223,15 @@ class _Money:
 def _premium(jobs: Sequence[Entry]) -> dict[str, Any]:
     total = _Money()
     by: dict[str, dict[tuple[Any, ...], _Money]] = {name: defaultdict(_Money) for name in _PREMIUM_KEYS}
+    grouped = [(by[name], key_of) for name, (key_of, _) in _PREMIUM_KEYS.items()]
     for entry in jobs:
         record = entry.record
         if record.selected_instance_type is None:
             continue  # never ran: nothing billed
-        total.add(record)
-        for name, (key_of, _) in _PREMIUM_KEYS.items():
-            by[name][key_of(entry)].add(record)
+        cost = _cost(record)
+        total.add(cost)
+        for groups, key_of in grouped:
+            groups[key_of(entry)].add(cost)
     out: dict[str, Any] = {"total": total.as_dict()}
     for name, (_, fields_of) in _PREMIUM_KEYS.items():
         groups = by[name]
@@ -237,7 +246,8 @@ def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 def _month(entry: Entry) -> tuple[str]:
-    return (_utc(entry.run_after).strftime("%Y-%m"),)
+    moment = _utc(entry.run_after)
+    return (f"{moment.year}-{moment.month:02d}",)  # strftime("%Y-%m"), at a fraction of its cost
 
 
 def _selected_entry(entry: Entry) -> tuple[str | None, int]:
@@ -261,7 +271,7 @@ def _written(raw: Any) -> tuple[str, int | None] | None:
     """The instance type and count of an entry of ``preferences`` (None for anything unreadable)."""
     if isinstance(raw, str):
         return (raw, None) if raw else None
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict, nearly always: no ABC check
         return None
     instance_type = raw.get("instance_type", raw.get("InstanceType"))
     count = raw.get("instance_count", raw.get("InstanceCount"))
@@ -270,15 +280,12 @@ def _written(raw: Any) -> tuple[str, int | None] | None:
     return instance_type, count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def _selected_position(
-    record: CapacityRecord, written: Sequence[tuple[str, int | None] | None]
-) -> int | None:
-    """The 1-based position the job selected in its list as written, if it selected one."""
+def _selected_position(record: CapacityRecord, types: Sequence[str | None]) -> int | None:
+    """The 1-based position the job selected in its list as written (``types``), if it selected one."""
     if record.preference_rank is not None:
         return record.preference_rank
     if record.selected_instance_type is None:
         return None
-    types = [entry[0] if entry else None for entry in written]
     return types.index(record.selected_instance_type) + 1 if record.selected_instance_type in types else None
 
 
@@ -309,10 +316,9 @@ class _Offered:
         }
 
 
-def _exclusions(
-    record: CapacityRecord, written: Sequence[tuple[str, int | None] | None]
-) -> Iterable[tuple[int, str]]:
-    """``(position, kind)`` of each entry the guardrails left out (``rank`` is in the list as written)."""
+def _exclusions(record: CapacityRecord, types: Sequence[str | None]) -> Iterable[tuple[int, str]]:
+    """``(position, kind)`` of each entry the guardrails left out (``rank`` is in the list as written,
+    whose instance types are ``types``)."""
     for item in record.excluded:
         if not isinstance(item, Mapping):
             continue
@@ -321,7 +327,6 @@ def _exclusions(
         if isinstance(rank, int) and not isinstance(rank, bool):
             yield rank, kind
             continue
-        types = [entry[0] if entry else None for entry in written]
         if item.get("instance_type") in types:
             yield types.index(item.get("instance_type")) + 1, kind
 
@@ -331,17 +336,22 @@ def _entries(jobs: Sequence[Entry]) -> list[dict[str, Any]]:
     for entry in jobs:
         record = entry.record
         written = [_written(raw) for raw in record.preferences]
-        chosen = _selected_position(record, written)
-        excluded = Counter(_exclusions(record, written))
+        types = [item[0] if item else None for item in written]
+        chosen = _selected_position(record, types)
+        decided = chosen is not None
+        # Most jobs had nothing left out: no Counter to build for them.
+        excluded = Counter(_exclusions(record, types)) if record.excluded else None
+        dag_id, task_id = record.dag_id, record.task_id
         for position, item in enumerate(written, start=1):
             if item is None:
                 continue
-            stats = positions[(record.dag_id, record.task_id, position, item[0], item[1])]
+            stats = positions[(dag_id, task_id, position, item[0], item[1])]
             stats.offered += 1
-            stats.decided += chosen is not None
-            for (rank, kind), times in excluded.items():
-                if rank == position:
-                    stats.excluded[kind] += times
+            stats.decided += decided
+            if excluded:
+                for (rank, kind), times in excluded.items():
+                    if rank == position:
+                        stats.excluded[kind] += times
             if chosen == position:
                 stats.selected += 1
                 if record.pending_seconds is not None:
@@ -369,8 +379,9 @@ def _created(record: CapacityRecord) -> datetime | None:
 
 def _heatmap(selections: Sequence[tuple[str, datetime, float | None]], zone: tzinfo) -> list[dict[str, Any]]:
     cells: dict[str, list[list[float | None]]] = defaultdict(lambda: [[] for _ in range(24)])
+    in_utc = zone is timezone.utc  # ``created`` is in UTC already
     for instance_type, created, wait in selections:
-        cells[instance_type][created.astimezone(zone).hour].append(wait)
+        cells[instance_type][created.hour if in_utc else created.astimezone(zone).hour].append(wait)
     rows = []
     for instance_type in sorted(cells, key=lambda t: (-sum(map(len, cells[t])), t)):
         hours = []

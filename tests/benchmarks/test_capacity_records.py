@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
-from benchmarks.capacity_records import FLEET_DAG, SeedRun, plan_runs
+from benchmarks.capacity_records import FLEET_DAG, PRICES, SeedRun, plan_runs
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 
@@ -63,3 +63,33 @@ def test_the_plan_is_deterministic_and_json_safe(plan: list[SeedRun]) -> None:
     again = plan_runs(1000, now=NOW, days=60, width=50)
     assert json.dumps([asdict(r) for r in again]) == json.dumps([asdict(r) for r in plan])
     assert plan_runs(0, now=NOW) == []
+
+
+def test_records_are_priced_by_the_guardrails_some_not_with_exclusions_and_stages(
+    plan: list[SeedRun],
+) -> None:
+    """What the insights read: costs, entries left out, acceptance windows and unpriced tries."""
+    records = [CapacityRecord.from_dict(t.record) for r in plan for t in r.tasks]
+    ran = [r for r in records if r is not None and r.selected_instance_type is not None]
+    priced = [r for r in ran if r.hourly_cost is not None]
+    assert priced and all(r.first_choice_hourly_cost is not None for r in priced)
+    for r in priced:
+        price = PRICES[r.selected_instance_type or ""] * (r.selected_instance_count or 1)
+        assert r.hourly_cost == pytest.approx(price)
+        if r.billable_seconds is not None:
+            assert r.estimated_cost == pytest.approx(r.hourly_cost * r.billable_seconds / 3600, abs=0.01)
+    fallbacks = [r for r in priced if r.fell_back and r.billable_seconds is not None]
+    assert {r.hourly_cost > r.first_choice_hourly_cost for r in fallbacks} == {True, False}  # type: ignore[operator]
+    unpriced = [r for r in ran if r.hourly_cost is None and r.job_kind == "training"]
+    assert unpriced and all(line.startswith("price: ") for r in unpriced for line in r.unchecked)
+    kinds = {x["kind"] for r in records if r is not None for x in r.excluded}
+    assert kinds == {"quota", "cost"}
+    for r in ran:  # an entry left out is never the one selected
+        assert r.preference_rank not in {x["rank"] for x in r.excluded}
+    staged = [r for r in records if r is not None and r.stages]
+    assert {r.dag_id for r in staged} == {FLEET_DAG, "t_train_complete"}
+    assert {tuple(s["ended"] for s in r.stages) for r in staged} >= {
+        ("selected",),
+        ("escalated", "selected"),
+    }
+    assert {datetime.fromisoformat(r.created_at or "").hour for r in ran} == set(range(24))
