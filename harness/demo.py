@@ -2,7 +2,11 @@
 
 Starts the emulator as its own process (``sm-prefs-emulator``), prepares a throw-away Airflow home
 with an ``aws_default`` connection pointing at it, runs ``airflow dags test`` on the nightly example
-DAG, and prints what SageMaker chose. Nothing here is needed to use the provider.
+DAG, and prints what SageMaker chose and what it cost: the selected cluster's and the first choice's
+hourly cost, the difference, and the run's estimated cost, each as the train task's outcome (its
+``return_value``) carries it. The guardrails priced the list before submit from the Price List API
+(the scenario's ``prices``); an outcome without a price says so and why. Nothing here is needed to
+use the provider.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +69,71 @@ def _read_outcome(env: dict[str, str]) -> dict[str, Any] | None:
     return outcome
 
 
+def _cluster(instance_type: str | None, count: Any) -> str:
+    return f"{instance_type}×{count}" if count else str(instance_type)
+
+
+def _unpriced(outcome: Mapping[str, Any], instance_type: str | None) -> str:
+    """Why the outcome has no hourly cost for ``instance_type``: the guardrails' own line when they have one."""
+    for line in outcome.get("unchecked") or []:
+        if (line.startswith("price:") and f" {instance_type} " in line) or line.startswith("region:"):
+            return f"unpriced: {line}"
+    return (
+        f"unpriced: the outcome has no price for {instance_type} (none is looked up with "
+        "preflight='off' and neither prices= nor a price cap)"
+    )
+
+
+def cost_rows(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's cost lines, from the outcome's own figures; "unpriced" and why where one is missing.
+
+    ``hourly_cost`` and ``first_choice_hourly_cost`` are USD per hour of the whole cluster (list price ×
+    count), ``estimated_cost`` is ``hourly_cost`` × ``billable_seconds``: the guardrails computed them.
+    """
+    selected = _cluster(outcome.get("selected_instance_type"), outcome.get("selected_instance_count"))
+    written = (outcome.get("preferences") or [{}])[0]
+    first_type = written.get("instance_type")
+    first = _cluster(first_type, written.get("instance_count"))
+    hourly, first_hourly = outcome.get("hourly_cost"), outcome.get("first_choice_hourly_cost")
+    billable, estimated = outcome.get("billable_seconds"), outcome.get("estimated_cost")
+    rows = [
+        (
+            "selected price",
+            f"${hourly:,.2f}/h ({selected})"
+            if hourly is not None
+            else _unpriced(outcome, outcome.get("selected_instance_type")),
+        ),
+        (
+            "first choice price",
+            f"${first_hourly:,.2f}/h ({first})"
+            if first_hourly is not None
+            else _unpriced(outcome, first_type),
+        ),
+    ]
+    if hourly is None or first_hourly is None:
+        difference = "unpriced: needs the prices of both clusters"
+    elif not outcome.get("fell_back"):
+        difference = "none: the first choice was selected"
+    else:
+        delta = hourly - first_hourly
+        kind = "premium" if delta > 0 else "saving" if delta < 0 else "no difference"
+        increase = outcome.get("cost_increase")
+        difference = f"{'+' if delta >= 0 else '-'}${abs(delta):,.2f}/h {kind}"
+        if increase is not None:
+            difference += f" ({increase:+.0%} vs first choice)"
+        if billable is not None:
+            difference += f", {'+' if delta >= 0 else '-'}${abs(delta) * billable / 3600:,.2f} this run"
+    rows.append(("difference", difference))
+    if estimated is not None:
+        cost = f"${estimated:,.2f} ({billable} billable s × ${hourly:,.2f}/h)"
+    elif hourly is None:
+        cost = _unpriced(outcome, outcome.get("selected_instance_type"))
+    else:
+        cost = "unknown: the outcome has no billable time (the job had not ended)"
+    rows.append(("estimated cost of run", cost))
+    return rows
+
+
 def print_table(outcome: dict[str, Any], elapsed: float) -> None:
     accel = outcome.get("accelerators") or {}
     prefs = " → ".join(
@@ -84,16 +155,22 @@ def print_table(outcome: dict[str, Any], elapsed: float) -> None:
         ),
         ("job status", outcome["job_status"]),
         ("billable seconds", str(outcome.get("billable_seconds"))),
+        *cost_rows(outcome),
         ("demo wall time", f"{elapsed:.1f}s"),
     ]
+    print("\n".join(table_lines(rows)))
+
+
+def table_lines(rows: Sequence[tuple[str, str]], value_width: int = 64) -> list[str]:
+    """The outcome as a two-column text table; a long value wraps onto the lines below its key."""
     width = max(len(k) for k, _ in rows)
-    line = "+" + "-" * (width + 2) + "+" + "-" * 66 + "+"
-    print(line)
-    print(f"| {'SageMaker capacity outcome'.ljust(width + 67)}|")
-    print(line)
+    line = "+" + "-" * (width + 2) + "+" + "-" * (value_width + 2) + "+"
+    out = [line, f"| {'SageMaker capacity outcome'.ljust(width + value_width + 4)}|", line]
     for key, value in rows:
-        print(f"| {key.ljust(width)} | {value[:64].ljust(64)} |")
-    print(line)
+        for i, part in enumerate(textwrap.wrap(value, value_width) or [""]):
+            out.append(f"| {(key if i == 0 else '').ljust(width)} | {part.ljust(value_width)} |")
+    out.append(line)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
+from harness.demo import cost_rows
 from offline_sagemaker import load_scenario
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
@@ -31,14 +33,35 @@ def states_of(dagrun: Any) -> dict[str, str | None]:
     return {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
 
 
-def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
-    sm: Any, example_dags: Any, capfd: pytest.CaptureFixture[str]
+def return_value(dag_id: str, task_id: str) -> Any:
+    """The task's ``return_value`` XCom in the DAG's latest run (what ``make demo`` reads)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(
+            select(XComModel)
+            .where(XComModel.dag_id == dag_id, XComModel.task_id == task_id, XComModel.key == "return_value")
+            .order_by(XComModel.timestamp.desc())
+            .limit(1)
+        ).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def test_nightly_retrain_falls_back_sizes_the_evaluation_and_prices_the_run(
+    sm: Any,
+    example_dags: Any,
+    capacity_record: Callable[..., dict[str, Any] | None],
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     sm.load_scenario(
         {
             "time_scale": 600,
             "job_runtime_seconds": 600,
             "capacity": {"ml.g6.48xlarge": [{"from": 0, "free": 0}]},
+            # make demo's prices, which the guardrails read from the Price List API before submit
+            "prices": load_scenario("nightly-demo").as_dict()["prices"],
         }
     )
     dagrun = example_dags.get_dag("sm_prefs_nightly_retrain").test()
@@ -70,6 +93,27 @@ def test_nightly_retrain_falls_back_and_sizes_the_evaluation(
     ].read()
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         assert {"train.py", "airflow_provider_sm_prefs/container.py"} <= set(tar.getnames())
+    # make demo's cost lines: every figure is the record's (the page's data), none computed anew.
+    record = capacity_record("sm_prefs_nightly_retrain", "train")
+    outcome = return_value("sm_prefs_nightly_retrain", "train")
+    assert record is not None and outcome is not None
+    names = ("hourly_cost", "first_choice_hourly_cost", "cost_increase", "estimated_cost", "billable_seconds")
+    assert {n: outcome[n] for n in names} == {n: record[n] for n in names}
+    hourly, first, billable = (
+        record["hourly_cost"],
+        record["first_choice_hourly_cost"],
+        record["billable_seconds"],
+    )
+    assert hourly and first and billable and record["estimated_cost"]
+    premium = hourly - first
+    assert premium > 0  # four ml.g5.48xlarge cost more an hour than two ml.g6.48xlarge
+    assert dict(cost_rows(outcome)) == {
+        "selected price": f"${hourly:,.2f}/h (ml.g5.48xlarge×4)",
+        "first choice price": f"${first:,.2f}/h (ml.g6.48xlarge×2)",
+        "difference": f"+${premium:,.2f}/h premium ({record['cost_increase']:+.0%} vs first choice), "
+        f"+${premium * billable / 3600:,.2f} this run",
+        "estimated cost of run": f"${record['estimated_cost']:,.2f} ({billable} billable s × ${hourly:,.2f}/h)",
+    }
 
 
 def test_nightly_retrain_triggered_by_hand_without_a_logical_date(sm: Any, example_dags: Any) -> None:
