@@ -45,7 +45,7 @@ def _dag(dag_id: str, description: str) -> DAG:
 
 
 with _dag(
-    "sm_prefs_history_nightly", "Nightly retrain on [g6 x2, g5 x4, p4d x2], waiting for completion"
+    "sm_prefs_history_nightly", "Nightly retrain on [g6 x2, g5 x4, p4d x2, p5 x1], waiting for completion"
 ) as nightly:
     SageMakerPreferenceTrainingOperator(
         task_id="train",
@@ -54,6 +54,9 @@ with _dag(
             InstancePreference("ml.g6.48xlarge", 2),
             InstancePreference("ml.g5.48xlarge", 4),
             InstancePreference("ml.p4d.24xlarge", 2),
+            # A dead entry: p5 has capacity only while the first choice has it too, so it never wins (the
+            # capacity page's insights flag it as never selected).
+            InstancePreference("ml.p5.48xlarge", 1),
         ],
         max_pending=3600,
         wait_for_completion=True,
@@ -70,6 +73,8 @@ with _dag("sm_prefs_history_finetune", "Fine-tune on [p5 xN, p4d x2]; N from the
         ],
         max_pending=1800,
         poll_interval=POLL,
+        # A cap the list stays under: the task reads the price list, so its records carry their cost.
+        max_hourly_cost=200,
         # No preflight: an over-quota count is sent and SageMaker rejects the request, as it does for a
         # team without the guardrails (with them, the entry would be pruned before Create).
         preflight="off",

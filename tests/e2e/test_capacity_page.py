@@ -1,6 +1,7 @@
 """The capacity page in a running Airflow: a seeded history of 60 runs, a login in headless Chromium, the
-page, a DAG filter, a job opened; the numbers shown equal those computed here from the XCom records;
-every endpoint behind Airflow's authentication and DAG authorization (SimpleAuthManager, multi-team)."""
+page, a DAG filter, a job opened, the Insights section; the numbers shown equal those computed here from the
+XCom records; every endpoint behind Airflow's authentication and DAG authorization (SimpleAuthManager,
+multi-team)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 import secrets
 import statistics
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -195,6 +197,140 @@ def test_login_the_page_a_dag_filter_and_a_job(airflow: LocalAirflow, history: A
     shown = newest["selected_instance_type"] or newest["job_status"]
     assert shown and shown in browser.page_source
     browser.save_screenshot(str(SCREENSHOTS / "4-job.png"))
+
+
+def login(browser: Any, airflow: LocalAirflow) -> None:
+    """Airflow's login form, as a user who opens the page first; back on the page when it returns."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{airflow.api_url}/sm-prefs/")
+    WebDriverWait(browser, 60).until(
+        lambda b: (
+            b.find_elements(By.NAME, "username")
+            or b.execute_script("return document.body && document.body.dataset.ready === '1'")
+        )
+    )
+    if browser.find_elements(By.NAME, "username"):
+        browser.find_element(By.NAME, "username").send_keys(ADMIN[0])
+        browser.find_element(By.NAME, "password").send_keys(ADMIN[1])
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        WebDriverWait(browser, 60).until(lambda b: "/sm-prefs/" in b.current_url)
+    wait_ready(browser)
+
+
+def expected_premium(found: list[dict[str, Any]]) -> tuple[float, float, int]:
+    """(premium, spend, unpriced fallback jobs) of the records alone: for each job that ran on an entry other
+    than the first as written, (hourly_cost - first_choice_hourly_cost) x billable hours."""
+    premium = spend = 0.0
+    unpriced = 0
+    for r in found:
+        if r["selected_instance_type"] is None:
+            continue
+        hourly, first, billable = r["hourly_cost"], r["first_choice_hourly_cost"], r["billable_seconds"]
+        if hourly is not None and billable is not None:
+            spend += hourly * billable / 3600
+        rank = r["preference_rank"]
+        if not (rank > 1 if rank is not None else r["fell_back"] is True):
+            continue
+        if hourly is None or first is None or billable is None:
+            unpriced += 1
+        else:
+            premium += (hourly - first) * billable / 3600
+    return premium, spend, unpriced
+
+
+def expected_dead_entries(found: list[dict[str, Any]]) -> set[tuple[str, str, int, str]]:
+    """(DAG, task, position as written, instance type) of the entries offered by at least 5 jobs, none of
+    which selected them."""
+    offered: Counter[tuple[str, str, int, str, Any]] = Counter()
+    selected: Counter[tuple[str, str, int, str, Any]] = Counter()
+    for r in found:
+        written = [(e["instance_type"], e.get("instance_count")) if isinstance(e, dict) else (e, None)
+                   for e in r["preferences"]]  # fmt: skip
+        rank = r["preference_rank"]
+        if rank is None and r["selected_instance_type"] in [t for t, _ in written]:
+            rank = [t for t, _ in written].index(r["selected_instance_type"]) + 1
+        for position, (instance_type, count) in enumerate(written, start=1):
+            key = (r["dag_id"], r["task_id"], position, instance_type, count)
+            offered[key] += 1
+            selected[key] += rank == position
+    return {key[:4] for key, n in offered.items() if n >= 5 and selected[key] == 0}
+
+
+def expected_hours(found: list[dict[str, Any]]) -> dict[tuple[str, int], list[float]]:
+    """The waits of the jobs that selected each instance type, by hour of their creation (UTC)."""
+    cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in found:
+        if r["selected_instance_type"] is None or not r["created_at"]:
+            continue
+        created = datetime.fromisoformat(r["created_at"].replace("Z", "+00:00"))
+        created = created.replace(tzinfo=timezone.utc) if created.tzinfo is None else created
+        cells[(r["selected_instance_type"], created.astimezone(timezone.utc).hour)].append(
+            float(r["pending_seconds"])
+        )
+    return cells
+
+
+def test_insights_the_premium_dead_entries_and_hours_equal_the_records(
+    airflow: LocalAirflow, history: Any, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    login(browser, airflow)
+    assert not browser.find_element(By.CSS_SELECTOR, "[data-testid=error]").is_displayed()
+    found = [*records(airflow, NIGHTLY), *(r for dag in HISTORY_DAGS for r in records(airflow, dag))]
+    premium, spend, unpriced = expected_premium(found)
+
+    # The fallback premium, beside the spend: a sum in dollars the page shows with its cents.
+    shown = browser.find_element(By.ID, "premium-usd")
+    assert premium > 0, "the seeded history prices every entry: its fallbacks cost something"
+    shown_usd = float(shown.get_attribute("data-premium-usd"))
+    assert abs(shown_usd - premium) <= 0.01  # the same sum, added in another order
+    assert shown.text == f"${shown_usd:.2f}"
+    assert (
+        abs(float(browser.find_element(By.ID, "spend-usd").get_attribute("data-spend-usd")) - spend) <= 0.01
+    )
+    assert browser.find_element(By.ID, "unpriced-jobs").get_attribute("data-unpriced-jobs") == str(unpriced)
+
+    # Dead entries: flagged exactly where no job of enough selected the entry; the history has one.
+    dead = expected_dead_entries(found)
+    assert (HISTORY_NIGHTLY, "train", 4, "ml.p5.48xlarge") in dead
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.entry-row")
+    flagged = {
+        (r.get_attribute("data-dag-id"), r.get_attribute("data-task-id"), int(r.get_attribute("data-position")),
+         r.get_attribute("data-entry"))
+        for r in rows
+        if r.get_attribute("data-never-selected") == "true"
+    }  # fmt: skip
+    assert flagged == dead
+    dead_row = next(r for r in rows if r.get_attribute("data-never-selected") == "true")
+    runs = dead_row.get_attribute("data-runs")
+    assert f"never selected in {runs} runs" in dead_row.text
+
+    # The busiest cell of the UTC heatmap: its selections and median wait.
+    hours = expected_hours(found)
+    (entry, hour), waits = max(hours.items(), key=lambda item: (len(item[1]), item[0]))
+    cell = browser.find_element(
+        By.CSS_SELECTOR, f'td.cell[data-timezone="UTC"][data-entry="{entry}"][data-hour="{hour}"]'
+    )
+    assert cell.get_attribute("data-selections") == str(len(waits)) == cell.text
+    assert float(cell.get_attribute("data-median-wait")) == round(statistics.median(waits), 1)
+    assert cell.get_attribute("data-records") == str(len(waits))
+    total_cells = sum(
+        int(c.get_attribute("data-selections"))
+        for c in browser.find_elements(By.CSS_SELECTOR, 'td.cell[data-timezone="UTC"]')
+    )
+    assert total_cells == sum(map(len, hours.values()))
+
+    # A screenshot of the section, tall enough to hold it whole (docs/images/capacity-insights.png).
+    section = browser.find_element(By.ID, "insights")
+    size = browser.get_window_size()
+    browser.set_window_size(size["width"], max(size["height"], section.size["height"] + 200))
+    browser.execute_script("arguments[0].scrollIntoView()", section)
+    section.screenshot(str(SCREENSHOTS / "5-insights.png"))
+    browser.set_window_size(size["width"], size["height"])
 
 
 @pytest.mark.core

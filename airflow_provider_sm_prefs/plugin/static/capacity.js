@@ -1,4 +1,5 @@
-/* The capacity page: reads api/filters and api/capacity (same origin, Airflow's login cookie) and draws them. */
+/* The capacity page: reads api/filters, api/capacity and api/insights (same origin, Airflow's login cookie) and
+   draws them. Every value from a record reaches the page as text (el's textContent, dataset), never as HTML. */
 (function () {
   "use strict";
   const form = document.getElementById("filters");
@@ -146,14 +147,140 @@
     document.querySelector("[data-testid=next]").disabled = jobs.page >= jobs.pages;
   }
 
+  // -- insights ---------------------------------------------------------------------------------------------
+  function signedMoney(x) { return x === null || x === undefined ? "–" : (x < 0 ? "−$" : "$") + Math.abs(x).toFixed(2); }
+  function entryLabel(type, count) { return type + " × " + (count === null || count === undefined ? "job count" : count); }
+  function basis(fig) { return fig.enough ? fig.records + " records" : fig.note; }
+  function moneyFigure(value, fig) { return value === null ? "–" : fig.enough ? signedMoney(value) : signedMoney(value) + " (" + fig.records + " rec., too few)"; }
+
+  function moneyRow(label, group, attrs) {
+    const tr = row([label, text(group.jobs), text(group.premium.fallback_jobs), moneyFigure(group.premium.usd, group.premium), moneyFigure(group.spend.usd, group.spend), text(group.premium.unpriced_jobs)], attrs);
+    tr.dataset.premiumUsd = group.premium.usd === null ? "" : String(group.premium.usd);
+    tr.dataset.spendUsd = group.spend.usd === null ? "" : String(group.spend.usd);
+    tr.dataset.records = String(group.premium.records);
+    return tr;
+  }
+
+  function drawPremium(premium) {
+    const total = premium.total;
+    const shown = document.getElementById("premium-usd");
+    shown.textContent = signedMoney(total.premium.usd);
+    shown.dataset.premiumUsd = total.premium.usd === null ? "" : String(total.premium.usd);
+    shown.dataset.records = String(total.premium.records);
+    shown.dataset.enough = String(total.premium.enough);
+    const spend = document.getElementById("spend-usd");
+    spend.textContent = signedMoney(total.spend.usd);
+    spend.dataset.spendUsd = total.spend.usd === null ? "" : String(total.spend.usd);
+    const share = total.premium.usd !== null && total.spend.usd ? total.premium.usd / total.spend.usd : null;
+    document.getElementById("premium-share").textContent = total.premium.enough && total.spend.enough ? percent(share) : "–";
+    document.getElementById("fallback-jobs").textContent = total.premium.fallback_jobs + " of " + total.jobs;
+    const unpriced = document.getElementById("unpriced-jobs");
+    unpriced.textContent = text(total.premium.unpriced_jobs);
+    unpriced.dataset.unpricedJobs = String(total.premium.unpriced_jobs);
+    document.getElementById("premium-basis").textContent =
+      "Premium: " + basis(total.premium) + " (jobs on a fallback with both prices and billable time). Spend: " + basis(total.spend) +
+      " (priced jobs that ran; " + total.spend.unpriced_jobs + " without a price or billable time are not counted).";
+    document.querySelector("[data-testid=premium-by-task] tbody").replaceChildren(...premium.by_task.map((g) => moneyRow(g.dag_id + " / " + g.task_id, g, { className: "premium-task-row" })));
+    document.querySelector("[data-testid=premium-by-entry] tbody").replaceChildren(...premium.by_entry.map((g) => {
+      const tr = moneyRow(entryLabel(g.instance_type, g.instance_count), g, { className: "premium-entry-row" });
+      tr.dataset.entry = g.instance_type;
+      return tr;
+    }));
+    document.querySelector("[data-testid=premium-by-month] tbody").replaceChildren(...premium.by_month.map((g) => {
+      const tr = moneyRow(g.month, g, { className: "premium-month-row" });
+      tr.dataset.month = g.month;
+      return tr;
+    }));
+  }
+
+  function exclusions(excluded) {
+    return ["quota", "plan", "region", "cost"].map((k) => text(excluded[k] || 0)).join(" / ");
+  }
+
+  function drawEntries(entries) {
+    document.querySelector("[data-testid=entries-table] tbody").replaceChildren(...entries.map((e) => {
+      let verdict = e.enough ? "selected in " + e.selected + " of " + e.runs + " runs" : e.records + (e.records === 1 ? " run" : " runs") + ", too few to conclude";
+      if (e.never_selected === true) verdict = "never selected in " + e.runs + " runs";
+      const flag = el("span", { className: e.never_selected === true ? "flag dead" : "flag", textContent: verdict });
+      const waitCell = (value) => (e.wait.records === 0 ? "–" : e.wait.enough ? duration(value) : duration(value) + " (" + e.wait.records + " rec., too few)");
+      const tr = row([e.dag_id + " / " + e.task_id, text(e.position), entryLabel(e.instance_type, e.instance_count), flag, text(e.offered), text(e.selected), exclusions(e.excluded), waitCell(e.wait.median), waitCell(e.wait.p95)],
+        { className: e.never_selected === true ? "entry-row dead" : "entry-row" });
+      Object.assign(tr.dataset, {
+        dagId: e.dag_id, taskId: e.task_id, position: String(e.position), entry: e.instance_type,
+        offered: String(e.offered), selected: String(e.selected), excludedTotal: String(e.excluded_total),
+        neverSelected: e.never_selected === null ? "unknown" : String(e.never_selected), runs: String(e.runs),
+        medianWait: e.wait.median === null ? "" : String(e.wait.median),
+      });
+      return tr;
+    }));
+  }
+
+  function heatmap(section, label) {
+    const rows = section.rows;
+    const most = Math.max(1, ...rows.flatMap((r) => r.hours.map((h) => h.selections)));
+    const head = el("tr", {}, [el("th", { textContent: "selected \u2193 / hour \u2192" }), ...Array.from({ length: 24 }, (_, h) => el("th", { textContent: String(h).padStart(2, "0") })), el("th", { textContent: "jobs" })]);
+    const body = rows.map((r) => el("tr", {}, [
+      el("th", { textContent: r.instance_type, scope: "row" }),
+      ...r.hours.map((h) => {
+        const cell = el("td", { className: h.selections ? "cell" : "cell empty", textContent: h.selections ? String(h.selections) : "" });
+        const heat = h.selections ? 0.12 + 0.88 * h.selections / most : 0;
+        if (h.selections) cell.style.setProperty("--heat", heat.toFixed(3));
+        if (heat > 0.55) cell.classList.add("hot");
+        const wait = h.records === 0 ? "no wait recorded" : h.enough ? "median wait " + duration(h.median_wait) + " (" + h.records + " records)" : "median wait " + duration(h.median_wait) + "; " + h.note;
+        cell.title = r.instance_type + ", " + String(h.hour).padStart(2, "0") + ":00–" + String(h.hour).padStart(2, "0") + ":59 " + section.timezone + ": " + h.selections + " selected; " + wait;
+        Object.assign(cell.dataset, {
+          entry: r.instance_type, hour: String(h.hour), selections: String(h.selections), records: String(h.records),
+          enough: String(h.enough), medianWait: h.median_wait === null ? "" : String(h.median_wait), timezone: section.timezone,
+        });
+        return cell;
+      }),
+      el("td", { className: "total", textContent: String(r.selections) }),
+    ]));
+    const table = el("table", { className: "heatmap" }, [el("thead", {}, [head]), el("tbody", {}, body)]);
+    table.dataset.timezone = section.timezone;
+    const caption = rows.length ? label : label + ": no job in this range selected an entry.";
+    return el("figure", { className: "heat" }, [el("figcaption", { textContent: caption }), el("div", { className: "scroll" }, [table])]);
+  }
+
+  function drawHours(hours) {
+    const maps = [heatmap(hours.utc, "Hour of creation, UTC")];
+    if (hours.local) maps.push(heatmap(hours.local, "Hour of creation, " + hours.local.timezone + " (the deployment's time zone)"));
+    if (hours.undated_jobs) maps.push(el("p", { className: "note", textContent: hours.undated_jobs + " job(s) without a creation time are not counted." }));
+    document.querySelector("[data-testid=heatmaps]").replaceChildren(...maps);
+  }
+
+  function drawWindows(windows) {
+    document.querySelector("[data-testid=windows-none]").hidden = windows.length > 0;
+    document.querySelector("[data-testid=windows-table] tbody").replaceChildren(...windows.map((w) => {
+      const share = (n, s) => n + (s === null ? " (" + w.note + ")" : " (" + percent(s) + ")");
+      const won = Object.keys(w.won_at_stage).map((k) => "stage " + k + ": " + w.won_at_stage[k]).join(", ") || "–";
+      const stages = w.stages.map((st) => "stage " + st.stage + ": " + (st.wait.records ? duration(st.wait.median) + " (" + basis(st.wait) + ")" : "–")).join("; ") || "–";
+      const tr = row([w.dag_id + " / " + w.task_id, text(w.jobs), share(w.stage1_won, w.stage1_won_share), share(w.escalated, w.escalated_share), won, text(w.without_capacity), stages], { className: "window-row" });
+      Object.assign(tr.dataset, { dagId: w.dag_id, taskId: w.task_id, stage1Won: String(w.stage1_won), escalated: String(w.escalated), records: String(w.records) });
+      return tr;
+    }));
+  }
+
+  function drawInsights(found) {
+    document.querySelector("[data-testid=min-records]").textContent = String(found.min_records);
+    drawPremium(found.fallback_premium_usd);
+    drawEntries(found.entries);
+    drawHours(found.hour_of_day);
+    drawWindows(found.acceptance_windows);
+  }
+
   async function load() {
     const started = performance.now();
     document.body.dataset.ready = "0";
     errorBox.hidden = true;
     try {
-      const data = await getJson("api/capacity?" + apiQuery().toString());
+      const query = apiQuery();
+      const insightsQuery = new URLSearchParams(query);
+      insightsQuery.delete("page");
+      const [data, found] = await Promise.all([getJson("api/capacity?" + query.toString()), getJson("api/insights?" + insightsQuery.toString())]);
       drawTables(data);
       drawCharts(data);
+      drawInsights(found);
     } catch (error) {
       errorBox.textContent = error.message;
       errorBox.hidden = false;
