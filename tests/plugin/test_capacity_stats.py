@@ -9,6 +9,7 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.stats import WAIT_BINS, Entry, Filters, dedupe, percentile, summarize
+from tests.plugin.records import record_fields
 
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
@@ -16,19 +17,7 @@ PREFS = [{"instance_type": t} for t in (G6, G5, P4D)]
 
 
 def record(n: int, **fields: Any) -> CapacityRecord:
-    base: dict[str, Any] = {
-        "dag_id": "nightly",
-        "task_id": "train",
-        "run_id": f"run-{n}",
-        "map_index": -1,
-        "try_number": 1,
-        "job_kind": "training",
-        "job_name": f"job-{n}",
-        "job_arn": None,
-        "region": "us-east-1",
-        "preferences": PREFS,
-        "recorded_at": (DAY + timedelta(days=n)).isoformat(),
-    }
+    base: dict[str, Any] = record_fields(n, DAY, PREFS)
     return CapacityRecord(**{**base, **fields})
 
 

@@ -10,6 +10,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.insights import MIN_RECORDS, figure, insights, is_utc, resolve_timezone
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
+from tests.plugin.records import record_fields
 
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 FILTERS = Filters(since=DAY - timedelta(days=60), until=DAY + timedelta(days=30))
@@ -24,19 +25,7 @@ NOTE_3 = "3 records; at least 5 are needed to draw a conclusion"
 
 def job(n: int, rank: int | None = None, run_after: datetime | None = None, **fields: Any) -> Entry:
     """Job ``n``, run on day ``n``: selected at ``rank`` of PREFS (None: nothing selected)."""
-    values: dict[str, Any] = {
-        "dag_id": "nightly",
-        "task_id": "train",
-        "run_id": f"run-{n}",
-        "map_index": -1,
-        "try_number": 1,
-        "job_kind": "training",
-        "job_name": f"job-{n}",
-        "job_arn": None,
-        "region": "us-east-1",
-        "preferences": PREFS,
-        "recorded_at": (DAY + timedelta(days=n)).isoformat(),
-    }
+    values: dict[str, Any] = record_fields(n, DAY, PREFS)
     if rank is not None:
         chosen = PREFS[rank - 1]
         values.update(
