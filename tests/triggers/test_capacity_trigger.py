@@ -90,20 +90,32 @@ def test_per_job_polling_when_sharing_is_off(sm: Any) -> None:
 
 def test_throttling_and_server_errors_never_fail_the_wait(sm: Any) -> None:
     n = 15
-    sm.load_scenario(staggered(n, step=60))
+    # A frozen clock keeps every job Pending until the test moves it once, so the waits poll through the
+    # faults however fast or slow the host is; seed 4 throttles the first two calls after the faults
+    # are set (its first draws are 0.24 and 0.10, under the 0.3 rate), so throttling is certain.
+    sm.load_scenario({**staggered(n, step=60), "time_scale": 0, "seed": 4})
     names = [f"storm-{i:02d}" for i in range(n)]
     for name in names:
         submit(sm, name)
+    calls_before = sum(sm.stats()["operations"].values())
     sm.set_faults(throttle_rate=0.3, error_rate=0.05)
 
+    async def clock() -> None:
+        while sum((await asyncio.to_thread(sm.stats))["operations"].values()) < calls_before + 2 * n:
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(sm.advance, 60 * n)
+
     async def main() -> list[dict[str, Any]]:
-        return await asyncio.gather(*(first_event(trigger(name)) for name in names))
+        waits = asyncio.gather(*(first_event(trigger(name)) for name in names))
+        _, events = await asyncio.gather(clock(), waits)
+        return list(events)
 
     try:
         events = asyncio.run(main())
     finally:
         sm.set_faults(throttle_rate=0.0, error_rate=0.0)
     assert [e["status"] for e in events] == ["success"] * n
+    assert {e["outcome"]["selected_instance_type"] for e in events} == {G5}
     stats = sm.stats()
     assert sum(stats["throttled"].values()) > 0, stats
 
