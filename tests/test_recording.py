@@ -83,6 +83,10 @@ def test_a_capacity_timeout_leaves_a_record(sm: Any, run_test_dag: Any, capacity
     record = capacity_record("t_train_capacity")
     assert record is not None and record["failure_kind"] == "capacity_timeout"
     assert record["job_name"] == "rec-late" and record["job_status"] == "Stopped"
+    # The list the job was submitted with, though dag.test() resumes a deferral with its event alone.
+    assert [(p["instance_type"], p["instance_count"]) for p in record["preferences"]] == [
+        (p["instance_type"], p["instance_count"]) for p in NIGHTLY
+    ]
 
 
 def test_an_invalid_list_leaves_a_record_and_sends_nothing(

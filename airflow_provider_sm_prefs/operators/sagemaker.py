@@ -354,6 +354,22 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         except (TypeError, ValueError):
             return None
 
+    def _preferences_of_resume(self, given: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """The list the job was submitted with: the deferral's own, else (``dag.test()`` resumes with the
+        event alone) the rendered arguments' list, which ``execute`` checked and submitted."""
+        if given is not None:
+            return list(given)
+        try:
+            _, prefs = build_request(
+                self.job_kind,
+                self._rendered_config(),
+                self.instance_preferences,
+                to_seconds(self.max_pending),
+            )
+        except errors.InvalidInstancePreferencesError:
+            return []
+        return prefs.as_list()
+
     def _rendered_config(self) -> Any:
         """The rendered config (a string of JSON is read); anything but a dict is reported by build_request."""
         config = self.config
@@ -594,7 +610,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if self._resumed_by_another_try(context, deferred_by_try):
             return self.execute(context)
         progress = self._progress
-        progress.preferences = list(preferences or [])
+        progress.preferences = self._preferences_of_resume(preferences)
         escalation = self._begin_try(context)
         # dag.test() resumes with the event alone: the report is also in the job state.
         self._guardrails = self._guardrails or guardrails or self._recorded_guardrails(context)
@@ -647,7 +663,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if self._resumed_by_another_try(context, deferred_by_try):
             return self.execute(context)
         progress = self._progress
-        progress.preferences = list(preferences or [])
+        progress.preferences = self._preferences_of_resume(preferences)
         escalation = self._begin_try(context)
         self._guardrails = guardrails = guardrails or self._recorded_guardrails(context)
         with self.recorder.failures(context, progress):
