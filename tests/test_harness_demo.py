@@ -1,15 +1,19 @@
-"""``make demo``'s cost lines: the outcome's own figures, "unpriced" and why where one is missing.
+"""``make demo``'s cost lines: the outcome's own figures, "unpriced" and why where one is missing; and its
+emulated night, held until the DAG submits its job.
 
 The priced run of the nightly DAG itself is checked in ``tests/test_example_dag_runs.py``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
-from harness.demo import cost_rows, table_lines
+from airflow_provider_sm_prefs.domain.preferences import build_request
+from harness.demo import EmulatedNight, cost_rows, table_lines
+from offline_sagemaker.jobs import training_config
 
 NIGHTLY = [
     {"instance_type": "ml.g6.48xlarge", "instance_count": 2, "training_plan_arn": None},
@@ -99,3 +103,26 @@ def test_long_values_wrap_below_their_key_instead_of_being_cut() -> None:
     assert len({len(line) for line in lines}) == 1
     assert body[0].startswith("| selected price | unpriced:") and body[1].startswith("|                | ")
     assert " ".join(line.split("|")[2].strip() for line in body[:-1]) == value
+
+
+def test_the_night_starts_at_the_first_submission_and_runs_at_the_scenario_time_scale(sm: Any) -> None:
+    sm.load_scenario({"time_scale": 0, "capacity": {"ml.g6.48xlarge": [{"from": 0, "free": 0}]}})
+    start = sm.now()
+    night = EmulatedNight(sm, time_scale=600, tick=0.05)
+    night.start()
+    try:
+        # No job yet: the clock stays where the scenario started, tick after tick.
+        time.sleep(0.5)
+        assert night.is_alive() and sm.now() == start
+        request, _ = build_request("training", training_config("night"), NIGHTLY[:1], 3600)
+        sm.boto3_client("sagemaker").create_training_job(**request)
+        deadline = time.monotonic() + 60
+        while sm.now() < start + 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sm.now() >= start + 60
+    finally:
+        night.stop()
+    assert not night.is_alive() and night.error is None
+    stopped_at = sm.now()
+    time.sleep(0.3)
+    assert sm.now() == stopped_at
