@@ -14,7 +14,8 @@ import contextlib
 import importlib.util
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.preflight import clear_cache
+from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam
 from offline_sagemaker.operations import SERVICE_OF
@@ -84,11 +86,22 @@ def run_trigger(trigger: SageMakerCapacityTrigger, timeout: float = 60) -> dict[
 @contextlib.contextmanager
 def advancing_once_served(sm: Any, operation: str, seconds: float) -> Iterator[None]:
     """Move the frozen emulated clock ``seconds`` on as soon as SageMaker has served ``operation``."""
+    with advancing_once(sm, lambda: bool(sm.stats()["operations"].get(operation)), seconds):
+        yield
+
+
+@contextlib.contextmanager
+def advancing_once(
+    sm: Any, ready: Callable[[], bool], seconds: float, deadline: float = 120.0
+) -> Iterator[None]:
+    """Move the frozen emulated clock ``seconds`` on as soon as ``ready()`` (or after ``deadline`` real
+    seconds, so that a wait that never gets ready fails on its own assertions rather than hangs)."""
     done = threading.Event()
 
     def advance() -> None:
+        give_up = time.monotonic() + deadline
         while not done.wait(0.05):
-            if sm.stats()["operations"].get(operation):
+            if ready() or time.monotonic() > give_up:
                 sm.advance(seconds)
                 return
 
@@ -228,12 +241,14 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             _count(stats, sm.stats())
 
             # Event mode: the wait reads the queue (ReceiveMessage, DeleteMessageBatch) and announces
-            # its consumer to its peers (SendMessage, SendMessageBatch).
+            # its consumer to its peers (SendMessage, SendMessageBatch). The clock stands still until the
+            # consumer has made each of those calls (its presence sent, come back and offered again), so
+            # the job is still waiting while it does, however slow the machine.
             os.environ["AIRFLOW__SM_PREFS__EVENT_QUEUE_URL"] = event_queue_url
             try:
                 sm.load_scenario(
                     {
-                        "time_scale": 600,
+                        "time_scale": 0,
                         "job_runtime_seconds": 600,
                         "capacity": {
                             G6: [{"from": 0, "free": 0}],
@@ -243,9 +258,22 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                 )
                 request, prefs = build_request("training", training_config("evented"), [G6, G5], 86400)
                 hook.create_job(JobKind.TRAINING, request, prefs)
-                event = run_trigger(
-                    SageMakerCapacityTrigger("evented", preferences=prefs.as_list(), poll_interval=0.5)
-                )
+
+                def queue_calls_made() -> bool:
+                    consumers = [
+                        c
+                        for c in list(eventbridge_queue._CONSUMERS.values())
+                        if c.queue_url == event_queue_url
+                    ]
+                    return any(
+                        c.stats.receives and c.stats.presence_sent >= 2 and c.stats.deleted for c in consumers
+                    )
+
+                with advancing_once(sm, queue_calls_made, 3000):
+                    event = run_trigger(
+                        SageMakerCapacityTrigger("evented", preferences=prefs.as_list(), poll_interval=0.5),
+                        timeout=180,
+                    )
                 states["event-mode"] = event["status"]
             finally:
                 os.environ.pop("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", None)

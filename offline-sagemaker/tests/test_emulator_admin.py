@@ -145,6 +145,10 @@ def test_console_script_serves_sagemaker_and_s3_until_sigterm(
     process, url = cli_process
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url), url
     remote = OfflineSageMaker.attach(url)
+    # The scenario the command loaded, on a frozen clock: g6 is still scarce when the job is created,
+    # however busy the host; only advance() moves time.
+    assert remote.scenario_dict()["name"] == "first-choice-scarce"
+    remote.load_scenario({**remote.scenario_dict(), "time_scale": 0})
     sagemaker = remote.boto3_client("sagemaker")
     sagemaker.create_training_job(
         **make_training(

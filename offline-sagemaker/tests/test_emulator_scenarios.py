@@ -104,6 +104,11 @@ def test_scenario_objects_pass_through() -> None:
 # -------------------------------------------------------------------------------- builtins over HTTP
 
 
+def frozen(name: str) -> dict[str, Any]:
+    """The builtin scenario ``name`` with its clock frozen: only advance() moves it."""
+    return {**load_scenario(name).as_dict(), "time_scale": 0}
+
+
 @pytest.fixture(scope="module")
 def builtin() -> Any:
     with OfflineSageMaker(scenario="default") as server:
@@ -133,7 +138,9 @@ def test_default_completes_a_job_in_a_few_real_seconds(
 def test_first_choice_scarce(
     builtin: OfflineSageMaker, sm_client: Any, make_training: Callable[..., dict[str, Any]]
 ) -> None:
-    builtin.load_scenario("first-choice-scarce")
+    # The builtin's windows on a frozen clock: g6 is still scarce when the jobs are created and looked at,
+    # however busy the host; only advance() moves time.
+    builtin.load_scenario(frozen("first-choice-scarce"))
     sm_client.create_training_job(
         **make_training(
             "fcs-list", [{"InstanceType": G6, "InstanceCount": 2}, {"InstanceType": G5, "InstanceCount": 4}]
@@ -152,7 +159,8 @@ def test_first_choice_scarce(
 def test_all_scarce_past_deadline(
     builtin: OfflineSageMaker, sm_client: Any, make_training: Callable[..., dict[str, Any]]
 ) -> None:
-    builtin.load_scenario("all-scarce-past-deadline")
+    # Frozen: the job cannot reach its 1800 s pending limit while the host is slow to look at it.
+    builtin.load_scenario(frozen("all-scarce-past-deadline"))
     sm_client.create_training_job(
         **make_training(
             "scarce",
@@ -246,7 +254,8 @@ def test_throttling_storm_is_survivable_with_retries(
 def test_local_airflow_falls_back_whenever_a_run_is_submitted(
     builtin: OfflineSageMaker, sm_client: Any, make_training: Callable[..., dict[str, Any]]
 ) -> None:
-    builtin.load_scenario("local-airflow")
+    # Frozen: each run is created exactly at its point of the period, however long the calls take.
+    builtin.load_scenario(frozen("local-airflow"))
     nightly = [
         {"InstanceType": G6, "InstanceCount": 2},
         {"InstanceType": G5, "InstanceCount": 4},

@@ -14,8 +14,9 @@ from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 
 P5, P4D, G5 = "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge"
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
+#: A frozen clock: the plan is still Scheduled (its window an hour away) however long the look-ups take.
 SCENARIO: dict[str, Any] = {
-    "time_scale": 60,
+    "time_scale": 0,
     "quotas": {"training": {P5: 0}},
     "prices": {P5: 55.04, P4D: {"us-east-1": 37.69}},
     "training_plans": [{"arn": PLAN, "instance_type": P5, "count": 2, "from": 3600, "to": 7200}],

@@ -6,9 +6,11 @@ jobs come from the emulator's own ledger.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -84,6 +86,33 @@ def creates(sm: Any, op: str = "CreateTrainingJob") -> int:
     return int(sm.stats()["operations"].get(op, 0))
 
 
+@contextlib.contextmanager
+def clock_from_first_look(sm: Any, job_name: str, step: float = 60.0, every: float = 0.05) -> Iterator[None]:
+    """Hold a frozen emulated clock until the task has Described ``job_name`` once, then move it ``step``
+    seconds every ``every`` real seconds until the block ends.
+
+    The job is created at emulated 0 and seen Pending by the task, however long dag.test() takes to get
+    there on a busy host; every window then falls at its own emulated time after the creation.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        deadline = time.monotonic() + 300
+        while not sm.stats()["jobs"].get(job_name, {}).get("DescribeTrainingJob"):
+            if done.wait(0.05) or time.monotonic() > deadline:
+                return
+        while not done.wait(every):
+            sm.advance(step)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 # -- capacity outcomes ---------------------------------------------------------------------------------
 
 
@@ -115,11 +144,11 @@ def test_fallback_to_second_entry_with_its_own_count(sm: Any, run_test_dag: Any)
 def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestamps(
     sm: Any, run_test_dag: Any
 ) -> None:
+    # A frozen clock until the task has looked at the job: it is created at emulated 0 and waits in
+    # Pending until p4d frees 1800 s later, however long the task takes to start on a busy host.
     sm.load_scenario(
         scenario(
-            # 1800 emulated seconds are 9 real seconds: the task starts (and looks up its guardrails)
-            # well within them on a loaded 2-core machine, so the job does wait in Pending.
-            time_scale=200,
+            time_scale=0,
             capacity={
                 G6: [{"from": 0, "free": 0}],
                 G5: [{"from": 0, "free": 0}],
@@ -127,15 +156,20 @@ def test_fallback_to_third_entry_after_waiting_reports_pending_from_aws_timestam
             },
         )
     )
-    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    with clock_from_first_look(sm, "nightly"):
+        states, xcom = run_test_dag(
+            "t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600
+        )
     assert states["job"] == "success"
     assert xcom is not None
     assert (xcom["selected_instance_type"], xcom["preference_rank"]) == (P4D, 3)
-    timeline = sm.job("nightly")["timeline"]
+    job = sm.job("nightly")
+    timeline = job["timeline"]
     index = next(i for i, t in enumerate(timeline) if t["secondary_status"] == "Pending")
     expected = timeline[index + 1]["emulated_time"] - timeline[index]["emulated_time"]
-    # The wait ends when p4d frees up, 1800 emulated seconds after the scenario started.
-    assert 0 < expected < 1800
+    # The wait ends when p4d frees up, 1800 emulated seconds after the job (and the scenario) started.
+    assert timeline[index + 1]["emulated_time"] - job["created_at"] == pytest.approx(1800)
+    assert 0 < expected <= 1800
     assert xcom["pending_seconds"] == pytest.approx(expected, abs=1)
 
 
@@ -260,7 +294,7 @@ def test_stop_by_someone_else_while_pending(
     client = sm.boto3_client("sagemaker")
 
     def stop_when_pending() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # dag.test() may take a while to submit on a busy host
         while time.monotonic() < deadline:
             jobs = sm.jobs()
             if jobs and jobs[0]["secondary_status"] == "Pending":

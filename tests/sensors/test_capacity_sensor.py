@@ -51,9 +51,12 @@ def test_poking_sensor_reports_the_same_outcome(sm: Any, run_test_dag: Any) -> N
 def test_poking_sensor_times_out_without_stopping_someone_elses_job(
     sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    sm.load_scenario({"time_scale": 3600, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
+    # A frozen clock, moved past the sensor's 3600 s but nowhere near the job's own 86400 s limit: the
+    # job is still waiting in SageMaker when the sensor gives up, however long dag.test() takes.
+    sm.load_scenario({"time_scale": 0, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
     request, _ = build_request("training", training_config("external-3"), NIGHTLY, 86400)
     sm.boto3_client("sagemaker").create_training_job(**request)
+    sm.advance(2 * 3600)
     states, _ = run_test_dag("t_sensor_poke", job_name="external-3")
     assert states["job"] == "failed"
     captured = capfd.readouterr()

@@ -130,10 +130,19 @@ def test_listing_not_permitted_falls_back_to_per_job_polling(
         )
 
     monkeypatch.setattr(watcher_module.JobListWatcher, "list_all", denied)
-    # g5 frees 5 real seconds in: the job is Pending by then even when submitting is slow (a loaded machine).
-    sm.load_scenario(staggered(1, step=3000))
+    # A frozen clock: the job is Pending when the trigger first looks, however slow the host; g5 frees
+    # when the test moves the clock after that look.
+    sm.load_scenario({**staggered(1, step=3000), "time_scale": 0})
     submit(sm, "no-list")
-    event = asyncio.run(first_event(trigger("no-list")))
+
+    async def main() -> dict[str, Any]:
+        submitted = calls(sm)
+        task = asyncio.ensure_future(first_event(trigger("no-list")))
+        await looked(sm, since=submitted)
+        sm.advance(3000)  # g5 frees
+        return await task
+
+    event = asyncio.run(main())
     assert event["status"] == "success"
     assert event["outcome"]["pending_seconds"] > 0
 

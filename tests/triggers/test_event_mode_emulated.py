@@ -8,6 +8,7 @@ lost, the same waits end on the safety passes; with every event duplicated, noth
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -15,26 +16,44 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
+from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 from offline_sagemaker.jobs import training_config
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
 N = 12
-STEP = 300  # emulated seconds between capacity steps (0.5 s real at 600x)
+START = 600  # emulated seconds until the first job gets capacity
+STEP = 300  # emulated seconds between capacity steps
+PACE = 0.25  # real seconds between two steps of the test's clock
 
 
 def scenario() -> dict[str, Any]:
-    start = 600  # the first step comes 1 s (real) after the world starts: every trigger is waiting by then
-    windows = [{"from": start + i * STEP, "free": 4 * (i + 1)} for i in range(N)]
+    """A frozen clock: the test moves it through the capacity steps once every trigger is waiting."""
+    windows = [{"from": START + i * STEP, "free": 4 * (i + 1)} for i in range(N)]
     for i in range(N - 1):
         windows[i]["to"] = windows[i + 1]["from"]
     return {
-        "time_scale": 600,
+        "time_scale": 0,
         "job_runtime_seconds": 86400,
         "phase_seconds": {"starting": 60, "downloading": 60, "uploading": 30, "stopping": 30},
-        "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "to": start, "free": 0}, *windows]},
+        "capacity": {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "to": START, "free": 0}, *windows]},
     }
+
+
+def all_waiting(url: str, names: list[str]) -> bool:
+    """Every job's trigger waits in event mode: listed once by the shared List loop (so no early pass is
+    due for it) and subscribed to the queue's consumer, which reads the queue."""
+    consumers = [c for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url]
+    if not consumers or not consumers[0].healthy:
+        return False
+    waiters = [
+        waiter
+        for watcher in list(watcher_module._WATCHERS.values())
+        for name in names
+        for waiter in list(watcher._waiters.get(name, []))
+    ]
+    return len(waiters) == len(names) and all(w.seen and w.unsubscribe is not None for w in waiters)
 
 
 created_queues: list[str] = []
@@ -62,6 +81,7 @@ def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[
         request, _ = build_request("training", training_config(name, max_runtime_seconds=86400), PREFS, 86400)
         client.create_training_job(**request)
         created[name] = creation_time_of(client.describe_training_job(TrainingJobName=name))
+    sm.advance(120)  # past Starting: every job waits in Pending
 
     async def one(name: str) -> dict[str, Any]:
         trig = SageMakerCapacityTrigger(
@@ -73,14 +93,22 @@ def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[
 
     stats: list[Any] = []
 
+    async def clock() -> None:
+        # Capacity comes only once every trigger waits, however long they take to start on a busy host.
+        deadline = time.monotonic() + 60
+        while not all_waiting(url, names):
+            assert time.monotonic() < deadline, "the triggers never all waited in event mode"
+            await asyncio.sleep(0.05)
+        stats.extend(c.stats for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url)
+        sm.advance(START - 120)
+        for _ in range(N - 1):
+            await asyncio.sleep(PACE)
+            sm.advance(STEP)
+
     async def main() -> list[dict[str, Any]]:
         tasks = [asyncio.create_task(one(name)) for name in names]
-        for _ in range(200):  # the consumer starts once the first wait has read its connection
-            stats.extend(c.stats for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url)
-            if stats:
-                break
-            await asyncio.sleep(0.05)
-        return list(await asyncio.wait_for(asyncio.gather(*tasks), 60))
+        _, events = await asyncio.wait_for(asyncio.gather(clock(), asyncio.gather(*tasks)), 120)
+        return list(events)
 
     return asyncio.run(main()), stats[0]
 
