@@ -10,12 +10,8 @@ checked against the policy with its placeholder account replaced by the emulator
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
-import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam
 from offline_sagemaker.operations import SERVICE_OF
+from tests.clock import advancing_once, advancing_once_served
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -81,37 +78,6 @@ def run_trigger(trigger: SageMakerCapacityTrigger, timeout: float = 60) -> dict[
         raise AssertionError("no event")
 
     return asyncio.run(asyncio.wait_for(first(), timeout))
-
-
-@contextlib.contextmanager
-def advancing_once_served(sm: Any, operation: str, seconds: float) -> Iterator[None]:
-    """Move the frozen emulated clock ``seconds`` on as soon as SageMaker has served ``operation``."""
-    with advancing_once(sm, lambda: bool(sm.stats()["operations"].get(operation)), seconds):
-        yield
-
-
-@contextlib.contextmanager
-def advancing_once(
-    sm: Any, ready: Callable[[], bool], seconds: float, deadline: float = 120.0
-) -> Iterator[None]:
-    """Move the frozen emulated clock ``seconds`` on as soon as ``ready()`` (or after ``deadline`` real
-    seconds, so that a wait that never gets ready fails on its own assertions rather than hangs)."""
-    done = threading.Event()
-
-    def advance() -> None:
-        give_up = time.monotonic() + deadline
-        while not done.wait(0.05):
-            if ready() or time.monotonic() > give_up:
-                sm.advance(seconds)
-                return
-
-    thread = threading.Thread(target=advance, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.outcome import XComKey
+from tests.clock import in_background
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -94,9 +95,8 @@ def clock_from_first_look(sm: Any, job_name: str, step: float = 60.0, every: flo
     The job is created at emulated 0 and seen Pending by the task, however long dag.test() takes to get
     there on a busy host; every window then falls at its own emulated time after the creation.
     """
-    done = threading.Event()
 
-    def run() -> None:
+    def run(done: threading.Event) -> None:
         deadline = time.monotonic() + 300
         while not sm.stats()["jobs"].get(job_name, {}).get("DescribeTrainingJob"):
             if done.wait(0.05) or time.monotonic() > deadline:
@@ -104,13 +104,8 @@ def clock_from_first_look(sm: Any, job_name: str, step: float = 60.0, every: flo
         while not done.wait(every):
             sm.advance(step)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
+    with in_background(run):
         yield
-    finally:
-        done.set()
-        thread.join()
 
 
 # -- capacity outcomes ---------------------------------------------------------------------------------

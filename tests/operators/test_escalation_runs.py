@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.clock import in_background
 from tests.operators.test_dag_runs import logs, processing_config, scenario, training_config
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
@@ -50,9 +51,8 @@ def ticking(sm: Any, step: float = 60.0, every: float = 0.1, lead: int = 3) -> I
     from the trigger, starting the next stage, a busy machine), the clock waits for it instead of
     running on. Every emulated interval a test checks is then the same however slow the machine.
     """
-    done = threading.Event()
 
-    def tick() -> None:
+    def tick(done: threading.Event) -> None:
         while not done.is_set() and not sm.jobs():
             done.wait(0.05)
         seen, ahead = calls(sm), 0
@@ -64,13 +64,8 @@ def ticking(sm: Any, step: float = 60.0, every: float = 0.1, lead: int = 3) -> I
                 sm.advance(step)
                 ahead += 1
 
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
+    with in_background(tick):
         yield
-    finally:
-        done.set()
-        thread.join()
 
 
 def windows(*after: float | None) -> list[dict[str, Any]]:

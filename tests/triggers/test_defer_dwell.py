@@ -8,10 +8,7 @@ deferral (apache/airflow#72716). The trigger yields nothing sooner than ``min_de
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -21,6 +18,7 @@ from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.dwell import DEFAULT_MIN_DEFER_SECONDS, min_defer_seconds
 from offline_sagemaker.jobs import training_config
+from tests.clock import advancing_once_served
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
@@ -39,26 +37,6 @@ def timed_event(trigger: SageMakerCapacityTrigger) -> tuple[dict[str, Any], floa
         raise AssertionError("no event")
 
     return asyncio.run(asyncio.wait_for(first(), 60))
-
-
-@contextlib.contextmanager
-def advancing_once_served(sm: Any, operation: str, seconds: float) -> Iterator[None]:
-    """Move the frozen emulated clock ``seconds`` on as soon as SageMaker has served ``operation``."""
-    done = threading.Event()
-
-    def advance() -> None:
-        while not done.wait(0.05):
-            if sm.stats()["operations"].get(operation):
-                sm.advance(seconds)
-                return
-
-    thread = threading.Thread(target=advance, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
 
 
 def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> SageMakerCapacityTrigger:
