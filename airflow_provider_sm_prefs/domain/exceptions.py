@@ -108,3 +108,55 @@ class PreflightError(SageMakerPreferencesError):
         self.lines = list(lines)
         self.excluded = list(excluded)
         super().__init__(summary + ":\n" + "\n".join(f"  - {line}" for line in self.lines))
+
+
+class ClusterGroupError(SageMakerPreferencesError):
+    """A HyperPod instance group did not reach the count the task needs.
+
+    :param cluster_name: the HyperPod cluster.
+    :param group_name: the instance group.
+    :param status: the group's (or cluster's) status when the error was decided.
+    :param reason: AWS's message or this provider's own explanation.
+    """
+
+    summary = "HyperPod instance group error"
+
+    def __init__(self, cluster_name: str, group_name: str, status: str | None, reason: str | None) -> None:
+        self.cluster_name = cluster_name
+        self.group_name = group_name
+        self.status = status
+        self.reason = reason
+        super().__init__(
+            f"{self.summary}: {cluster_name}/{group_name} status={status or 'unknown'}: "
+            f"{reason or 'no reason given'}"
+        )
+
+
+class GroupCapacityShortfallError(ClusterGroupError):
+    """The group did not reach its target (nor an accepted minimum) within the task's wait."""
+
+    summary = "Not enough capacity for the instance group"
+
+
+class GroupRolledBackError(ClusterGroupError):
+    """HyperPod rolled the group back (MinInstanceCount not met within three hours, or a failed update)."""
+
+    summary = "HyperPod rolled the instance group back"
+
+
+class ClusterConfigError(ClusterGroupError):
+    """SageMaker refused the cluster request as invalid (ValidationException), or the cluster is missing."""
+
+    summary = "HyperPod refused the cluster request"
+
+
+class ClusterQuotaError(ClusterGroupError):
+    """SageMaker refused the request for quota (ResourceLimitExceeded) on a type of the list."""
+
+    summary = "Service quota rejects the instance group"
+
+
+class ClusterFailedError(ClusterGroupError):
+    """The cluster or the group failed."""
+
+    summary = "HyperPod cluster or instance group failed"

@@ -164,3 +164,12 @@ def accepts_instance_type(kind: str, instance_type: str) -> bool:
     if instance_type in INSTANCE_TYPES_SNAPSHOT.get(kind, ()):
         return True
     return instance_type in instance_types(kind)
+
+
+@cache
+def cluster_instance_types() -> frozenset[str]:
+    """Instance types a HyperPod instance group accepts (botocore's ``ClusterInstanceType``).
+
+    Read from the model on first use: a HyperPod task checks its list at run time, never at DAG parse.
+    """
+    return frozenset(_service_model()["shapes"]["ClusterInstanceType"]["enum"])

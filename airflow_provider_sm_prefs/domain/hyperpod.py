@@ -1,0 +1,545 @@
+"""HyperPod flexible instance groups: the ordered list of instance types, and what a group ended up with.
+
+A flexible instance group (``ClusterInstanceGroupSpecification.InstanceRequirements.InstanceTypes``) names
+1 to 20 instance types in priority order. HyperPod provisions each node on the first type with capacity and
+falls back to the next, so one group can hold a *mix*: ``2 × ml.p5.48xlarge + 4 × ml.p4d.24xlarge``.
+``MinInstanceCount`` is the count at which a group first becomes ``InService``; if it is not met within
+three hours the group rolls back to its previous state (zero nodes for a new group).
+
+This module checks a group request against every documented rule before anything is sent to AWS
+(:class:`FlexibleGroup`), decides where a wait stands from one ``DescribeCluster`` answer
+(:func:`group_progress`), and turns the group's ``InstanceTypeDetails`` into the outcome handed to the
+next tasks (:class:`GroupOutcome`). Pure domain code: no Airflow, no boto.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from airflow_provider_sm_prefs.domain.catalog import UnknownInstanceTypeError, lookup
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+
+#: ``ClusterInstanceRequirements.InstanceTypes``: 1 to 20 types.
+MAX_GROUP_TYPES = 20
+#: ``ClusterInstanceGroupSpecification.InstanceCount``: 0 to 6758.
+MAX_GROUP_INSTANCES = 6758
+#: A group that has not reached ``MinInstanceCount`` within this long rolls back.
+MIN_COUNT_DEADLINE_SECONDS = 3 * 3600
+#: ``InstanceGroupName`` and ``ClusterName``: 1 to 63 characters, letters, digits and inner hyphens.
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+#: The types AWS's announcement lists for HyperPod flexible groups (the API's enum allows many more).
+ANNOUNCED_TYPES = (
+    "ml.p4d.24xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
+    "ml.trn2.48xlarge",
+)
+
+_TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+class GroupStatus(str, Enum):
+    """``ClusterInstanceGroupDetails.Status`` as DescribeCluster reports it."""
+
+    IN_SERVICE = "InService"
+    CREATING = "Creating"
+    UPDATING = "Updating"
+    FAILED = "Failed"
+    DEGRADED = "Degraded"
+    SYSTEM_UPDATING = "SystemUpdating"
+    DELETING = "Deleting"
+
+
+class ClusterStatus(str, Enum):
+    """``DescribeCluster.ClusterStatus``."""
+
+    CREATING = "Creating"
+    DELETING = "Deleting"
+    FAILED = "Failed"
+    IN_SERVICE = "InService"
+    ROLLING_BACK = "RollingBack"
+    SYSTEM_UPDATING = "SystemUpdating"
+    UPDATING = "Updating"
+
+
+@dataclass(frozen=True, slots=True)
+class FlexibleGroup:
+    """One flexible instance group, as a task asks for it.
+
+    :param group_name: ``InstanceGroupName``.
+    :param instance_types: the acceptable types, most preferred first (1 to 20, each once).
+    :param instance_count: the group's target count (0 to 6758).
+    :param min_instance_count: the count at which the group first becomes InService (None: AWS's
+        default, the whole target).
+    :param execution_role: ``ExecutionRole``, required for a new group.
+    :param extra: every other ``ClusterInstanceGroupSpecification`` field, passed through as given
+        (``LifeCycleConfig``, ``ThreadsPerCore``, ``InstanceStorageConfigs``...).
+    """
+
+    group_name: str
+    instance_types: tuple[str, ...]
+    instance_count: int
+    min_instance_count: int | None = None
+    execution_role: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(
+        cls,
+        group_name: Any,
+        instance_types: Any,
+        instance_count: Any,
+        min_instance_count: Any = None,
+        execution_role: Any = None,
+        extra: Mapping[str, Any] | None = None,
+        allowed_types: Iterable[str] | None = None,
+    ) -> FlexibleGroup:
+        """Check every documented rule; raise one error listing every problem, each naming its field.
+
+        :param allowed_types: the ``ClusterInstanceType`` enum of the installed botocore (None: not checked).
+        :raises InvalidInstancePreferencesError: with one line per broken rule.
+        """
+        problems: list[str] = []
+        if not isinstance(group_name, str) or not NAME_PATTERN.match(group_name):
+            problems.append(
+                f"group_name: {group_name!r} is not a valid InstanceGroupName; use 1-63 letters, digits "
+                "and hyphens, starting and ending with a letter or digit"
+            )
+        types = _parse_types(instance_types, problems, None if allowed_types is None else set(allowed_types))
+        count = _parse_count("instance_count", instance_count, problems)
+        minimum = (
+            None
+            if min_instance_count is None
+            else _parse_count("min_instance_count", min_instance_count, problems)
+        )
+        if count is not None and minimum is not None and minimum > count:
+            problems.append(
+                f"min_instance_count: {minimum} is more than instance_count {count}; the group could "
+                "never become InService — lower min_instance_count or raise instance_count"
+            )
+        if execution_role is not None and not (isinstance(execution_role, str) and execution_role):
+            problems.append("execution_role: give the IAM role ARN the group's nodes run as")
+        given = dict(extra or {})
+        for clash in (
+            "InstanceType",
+            "InstanceRequirements",
+            "InstanceCount",
+            "MinInstanceCount",
+            "InstanceGroupName",
+            "ExecutionRole",
+        ):
+            if clash in given:
+                problems.append(
+                    f"group_config.{clash}: set by the operator's own argument; remove it from group_config"
+                )
+        if problems:
+            raise InvalidInstancePreferencesError(problems)
+        assert count is not None
+        return cls(
+            group_name=group_name,
+            instance_types=types,
+            instance_count=count,
+            min_instance_count=minimum,
+            execution_role=execution_role,
+            extra=given,
+        )
+
+    @property
+    def first_choice(self) -> str:
+        return self.instance_types[0]
+
+    def rank_of(self, instance_type: str) -> int | None:
+        """1-based position of ``instance_type`` in the list, or None if the group was not asked for it."""
+        try:
+            return self.instance_types.index(instance_type) + 1
+        except ValueError:
+            return None
+
+    def specification(self, execution_role: str | None = None) -> dict[str, Any]:
+        """The ``ClusterInstanceGroupSpecification`` for CreateCluster / UpdateCluster."""
+        spec: dict[str, Any] = dict(self.extra)
+        spec["InstanceGroupName"] = self.group_name
+        spec["InstanceRequirements"] = {"InstanceTypes": list(self.instance_types)}
+        spec["InstanceCount"] = self.instance_count
+        if self.min_instance_count is not None:
+            spec["MinInstanceCount"] = self.min_instance_count
+        role = self.execution_role or execution_role
+        if role:
+            spec["ExecutionRole"] = role
+        return spec
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["instance_types"] = list(self.instance_types)
+        data["extra"] = dict(self.extra)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FlexibleGroup:
+        return cls(
+            group_name=data["group_name"],
+            instance_types=tuple(data["instance_types"]),
+            instance_count=int(data["instance_count"]),
+            min_instance_count=data.get("min_instance_count"),
+            execution_role=data.get("execution_role"),
+            extra=dict(data.get("extra") or {}),
+        )
+
+    def describe(self) -> str:
+        """One line for logs: ``8 nodes over [ml.p5.48xlarge, ...] (InService at 4)``."""
+        at = f" (InService at {self.min_instance_count})" if self.min_instance_count is not None else ""
+        return f"{self.instance_count} nodes over [{', '.join(self.instance_types)}]{at}"
+
+
+def _parse_types(raw: Any, problems: list[str], allowed: set[str] | None) -> tuple[str, ...]:
+    if isinstance(raw, str) or not isinstance(raw, Sequence) or not raw:
+        problems.append(
+            f"instance_types: give a list of 1 to {MAX_GROUP_TYPES} instance types, most preferred first "
+            f"(got {raw!r})"
+        )
+        return ()
+    if len(raw) > MAX_GROUP_TYPES:
+        problems.append(
+            f"instance_types: {len(raw)} types; a flexible instance group takes at most {MAX_GROUP_TYPES} — "
+            "drop the least preferred"
+        )
+    seen: dict[str, int] = {}
+    types: list[str] = []
+    for index, value in enumerate(raw):
+        where = f"instance_types[{index}]"
+        if not isinstance(value, str) or not value:
+            problems.append(f"{where}: {value!r} is not an instance type name such as 'ml.p5.48xlarge'")
+            continue
+        if value in seen:
+            problems.append(
+                f"{where}: {value} appears twice (first at instance_types[{seen[value]}]); each instance "
+                "type may appear once"
+            )
+            continue
+        seen[value] = index
+        if allowed is not None and value not in allowed:
+            problems.append(
+                f"{where}: {value} is not a HyperPod cluster instance type (botocore's ClusterInstanceType); "
+                "check the spelling, or upgrade botocore if AWS added it recently"
+            )
+        types.append(value)
+    return tuple(types)
+
+
+def _parse_count(name: str, raw: Any, problems: list[str]) -> int | None:
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())  # a rendered template
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_GROUP_INSTANCES:
+        problems.append(f"{name}: {raw!r} must be a whole number from 0 to {MAX_GROUP_INSTANCES}")
+        return None
+    return raw
+
+
+# -- where a wait stands ---------------------------------------------------------------------------------
+
+
+class GroupPhase(str, Enum):
+    """What one DescribeCluster says about a scale-up the task waits for."""
+
+    WAITING = "waiting"
+    #: the group runs its target count.
+    REACHED_TARGET = "reached-target"
+    #: the group is InService with at least MinInstanceCount nodes and the task accepts that now.
+    REACHED_MINIMUM = "reached-minimum"
+    ROLLED_BACK = "rolled-back"
+    FAILED = "failed"
+    GONE = "gone"
+
+
+def find_group(describe_cluster: Mapping[str, Any], group_name: str) -> Mapping[str, Any] | None:
+    """The group's ``ClusterInstanceGroupDetails`` in a DescribeCluster answer."""
+    for group in describe_cluster.get("InstanceGroups") or ():
+        if isinstance(group, Mapping) and group.get("InstanceGroupName") == group_name:
+            return dict(group)
+    return None
+
+
+def is_scaling(group: Mapping[str, Any]) -> bool:
+    """Whether HyperPod reports an operation in progress on the group (``ActiveOperations``)."""
+    operations = group.get("ActiveOperations") or {}
+    return any(int(count or 0) > 0 for count in operations.values())
+
+
+def group_progress(
+    describe_cluster: Mapping[str, Any],
+    group_name: str,
+    target: int,
+    previous_count: int,
+    accept_minimum: bool,
+) -> GroupPhase:
+    """Where a scale-up of ``group_name`` to ``target`` nodes stands.
+
+    :param previous_count: the group's count before this task's request (0 for a new group): a group
+        back at it with no operation in progress, after the request, was rolled back.
+    :param accept_minimum: whether the task now takes ``MinInstanceCount`` running nodes as enough (its
+        acceptance window has closed, or it never waits past the minimum).
+    """
+    cluster_status = describe_cluster.get("ClusterStatus")
+    group = find_group(describe_cluster, group_name)
+    if group is None:
+        return (
+            GroupPhase.ROLLED_BACK if cluster_status == ClusterStatus.ROLLING_BACK.value else GroupPhase.GONE
+        )
+    status = group.get("Status")
+    current = int(group.get("CurrentCount") or 0)
+    if status == GroupStatus.FAILED.value or cluster_status == ClusterStatus.FAILED.value:
+        return GroupPhase.FAILED
+    if cluster_status == ClusterStatus.ROLLING_BACK.value:
+        return GroupPhase.ROLLED_BACK
+    if current >= target and status == GroupStatus.IN_SERVICE.value:
+        return GroupPhase.REACHED_TARGET
+    if not is_scaling(group) and int(group.get("TargetCount") or 0) != target and current <= previous_count:
+        # HyperPod gave the request up and put the group back to its previous settings.
+        return GroupPhase.ROLLED_BACK
+    minimum = group.get("MinCount")
+    if (
+        accept_minimum
+        and minimum is not None
+        and current >= int(minimum)
+        and status == GroupStatus.IN_SERVICE.value
+    ):
+        return GroupPhase.REACHED_MINIMUM
+    return GroupPhase.WAITING
+
+
+# -- the outcome -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TypeCount:
+    """Nodes of one type in a group: its place in the list and its hardware in total."""
+
+    instance_type: str
+    rank: int | None
+    count: int
+    accelerator_model: str | None = None
+    accelerators: int = 0
+    accelerator_memory_gib: float = 0.0
+    hourly_cost: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def type_counts(
+    group: FlexibleGroup,
+    details: Sequence[Mapping[str, Any]],
+    prices: Mapping[str, float] | None = None,
+) -> list[TypeCount]:
+    """Nodes per type from ``InstanceTypeDetails``, in list order (types not in the list last).
+
+    Types with no node are left out; prices are per node-hour (None where unknown).
+    """
+    counts: dict[str, int] = {}
+    for detail in details:
+        instance_type = str(detail.get("InstanceType"))
+        counts[instance_type] = counts.get(instance_type, 0) + int(detail.get("CurrentCount") or 0)
+    ordered = sorted(
+        (t for t, n in counts.items() if n > 0),
+        key=lambda t: (group.rank_of(t) or MAX_GROUP_TYPES + 1, t),
+    )
+    result = []
+    for instance_type in ordered:
+        count = counts[instance_type]
+        model, per_node, memory = _hardware(instance_type)
+        price = (prices or {}).get(instance_type)
+        result.append(
+            TypeCount(
+                instance_type=instance_type,
+                rank=group.rank_of(instance_type),
+                count=count,
+                accelerator_model=model,
+                accelerators=per_node * count,
+                accelerator_memory_gib=memory * per_node * count,
+                hourly_cost=None if price is None else round(price * count, 4),
+            )
+        )
+    return result
+
+
+def _hardware(instance_type: str) -> tuple[str | None, int, float]:
+    try:
+        spec = lookup(instance_type)
+    except UnknownInstanceTypeError:
+        return None, 0, 0.0
+    return spec.accelerator_model, spec.accelerators, float(spec.accelerator_memory_gib)
+
+
+def describe_mix(counts: Sequence[TypeCount]) -> str:
+    """``2 × ml.p5.48xlarge + 4 × ml.p4d.24xlarge = 16 × H100 + 32 × A100`` (accelerators by model)."""
+    if not counts:
+        return "no nodes"
+    nodes = " + ".join(f"{c.count} {_TIMES} {c.instance_type}" for c in counts)
+    by_model: dict[str, int] = {}
+    for c in counts:
+        if c.accelerator_model and c.accelerators:
+            by_model[c.accelerator_model] = by_model.get(c.accelerator_model, 0) + c.accelerators
+    if not by_model:
+        return f"{nodes}, no accelerators"
+    return f"{nodes} = " + " + ".join(f"{n} {_TIMES} {model}" for model, n in by_model.items())
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutcome:
+    """What a flexible group ended up with, for XCom and the capacity record.
+
+    :param cluster_name: the cluster.
+    :param group_name: the instance group.
+    :param phase: how the wait ended (:class:`GroupPhase` value).
+    :param target_count: the count the task asked for.
+    :param current_count: nodes running when the wait ended.
+    :param min_count: ``MinInstanceCount`` as HyperPod reports it.
+    :param nodes: nodes per type in list order (:class:`TypeCount` as dicts).
+    :param preferences: the ordered list the group was asked for.
+    :param fell_back: whether any node runs on a type other than the first choice.
+    :param seconds_to_in_service: from the request to the end of the wait.
+    :param accelerators_total: accelerators over the whole mix.
+    :param accelerator_memory_gib_total: accelerator memory over the whole mix.
+    :param mix: :func:`describe_mix` of the nodes.
+    :param hourly_cost: the mix's cost per hour (None if a type has no price).
+    :param first_choice_hourly_cost: the cost per hour had every node been the first choice.
+    """
+
+    cluster_name: str
+    group_name: str
+    phase: str
+    target_count: int
+    current_count: int
+    min_count: int | None
+    nodes: list[dict[str, Any]]
+    preferences: list[str]
+    fell_back: bool
+    seconds_to_in_service: float | None
+    accelerators_total: int
+    accelerator_memory_gib_total: float
+    mix: str
+    hourly_cost: float | None = None
+    first_choice_hourly_cost: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupOutcome:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def summary(self) -> str:
+        waited = "" if self.seconds_to_in_service is None else f" after {self.seconds_to_in_service:.0f} s"
+        return (
+            f"{self.cluster_name}/{self.group_name}: {self.current_count} of {self.target_count} nodes "
+            f"({self.phase}){waited}: {self.mix}"
+        )
+
+
+def group_outcome(
+    cluster_name: str,
+    group: FlexibleGroup,
+    details: Mapping[str, Any],
+    phase: GroupPhase,
+    requested_at: datetime | None,
+    now: datetime | None,
+    prices: Mapping[str, float] | None = None,
+) -> GroupOutcome:
+    """The outcome from the group's ``ClusterInstanceGroupDetails`` at the end of the wait."""
+    counts = type_counts(group, details.get("InstanceTypeDetails") or (), prices)
+    if not counts and details.get("InstanceType") and int(details.get("CurrentCount") or 0):
+        # A group of one fixed type reports no InstanceTypeDetails.
+        counts = type_counts(
+            group,
+            [{"InstanceType": details["InstanceType"], "CurrentCount": details["CurrentCount"]}],
+            prices,
+        )
+    current = sum(c.count for c in counts)
+    costs = [c.hourly_cost for c in counts]
+    first_price = (prices or {}).get(group.first_choice)
+    seconds = None
+    if requested_at is not None and now is not None:
+        seconds = round(max(0.0, (now - requested_at).total_seconds()), 3)
+    minimum = details.get("MinCount")
+    return GroupOutcome(
+        cluster_name=cluster_name,
+        group_name=group.group_name,
+        phase=phase.value,
+        target_count=group.instance_count,
+        current_count=current,
+        min_count=None if minimum is None else int(minimum),
+        nodes=[c.as_dict() for c in counts],
+        preferences=list(group.instance_types),
+        fell_back=any(c.instance_type != group.first_choice for c in counts),
+        seconds_to_in_service=seconds,
+        accelerators_total=sum(c.accelerators for c in counts),
+        accelerator_memory_gib_total=sum(c.accelerator_memory_gib for c in counts),
+        mix=describe_mix(counts),
+        hourly_cost=None if not counts or None in costs else round(sum(c for c in costs if c is not None), 4),
+        first_choice_hourly_cost=None if first_price is None else round(first_price * current, 4),
+    )
+
+
+# -- what survives a try ---------------------------------------------------------------------------------
+
+#: The task state store key of a group request (beside the job state's ``sm_prefs_job``).
+GROUP_STATE_KEY = "sm_prefs_hyperpod"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRequest:
+    """The scale-up a task instance asked for, written *before* the call so no retry asks twice.
+
+    :param cluster_name: the cluster.
+    :param group_name: the group.
+    :param target_count: the count asked for.
+    :param previous_count: the group's count before the request (0 for a new group); a rollback goes
+        back to it.
+    :param created_cluster: whether this task's request creates the cluster.
+    :param created_group: whether this task's request adds the group.
+    :param requested_at: ISO time of the request on the service's clock (None until AWS answered).
+    :param try_number: the try that made the request.
+    """
+
+    cluster_name: str
+    group_name: str
+    target_count: int
+    previous_count: int
+    created_cluster: bool = False
+    created_group: bool = False
+    requested_at: str | None = None
+    try_number: int | None = None
+    version: int = 1
+
+    def as_stored(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_stored(cls, data: Any) -> GroupRequest | None:
+        if not isinstance(data, Mapping) or "cluster_name" not in data:
+            return None
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def is_for(self, cluster_name: str, group: FlexibleGroup) -> bool:
+        """Whether this request is the one ``group`` on ``cluster_name`` describes."""
+        return (
+            self.cluster_name == cluster_name
+            and self.group_name == group.group_name
+            and self.target_count == group.instance_count
+        )
+
+
+def took_effect(request: GroupRequest, describe_cluster: Mapping[str, Any] | None) -> bool:
+    """Whether AWS holds ``request`` (the group's target is the count asked for): then never ask again."""
+    if describe_cluster is None:
+        return False
+    group = find_group(describe_cluster, request.group_name)
+    return group is not None and int(group.get("TargetCount") or 0) == request.target_count

@@ -1,0 +1,363 @@
+"""Operator: scale a HyperPod flexible instance group on an ordered list of instance types, once, and wait.
+
+``execute`` reads top to bottom: the group checked (every documented rule, before any AWS call), the
+request made once (a retry after a kill finds the request in the task's state and in the cluster, and
+waits for it instead of asking again), the wait in the triggerer, and the outcome: nodes per type in list
+order, the mix's accelerators and cost. A wait that fails (rollback, shortfall, a failed group) scales
+the group back to where this task found it, unless ``rollback_on_failure=False``. The operator never
+deletes a cluster or a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_provider_sm_prefs.compat import AirflowFailException
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.hyperpod import (
+    GROUP_STATE_KEY,
+    FlexibleGroup,
+    GroupOutcome,
+    GroupPhase,
+    GroupRequest,
+    find_group,
+    group_outcome,
+    took_effect,
+)
+from airflow_provider_sm_prefs.domain.job_state import JobStateStore
+from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
+from airflow_provider_sm_prefs.hooks.clock import service_now
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.operators.submission import try_number_of
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+
+#: XCom key of the whole outcome (``GroupOutcome.as_dict()``); the return value holds the same dict.
+OUTCOME_KEY = "hyperpod_outcome"
+
+
+def _seconds(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    raise errors.InvalidInstancePreferencesError(
+        [f"{name}: {value!r} must be a number of seconds or a timedelta, not negative"]
+    )
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Submission's decision: wait for ``request`` (just made, or an earlier try's that took effect)."""
+
+    request: GroupRequest
+    reattached: bool
+
+
+class SageMakerHyperPodGroupOperator(BaseOperator):
+    """Create a HyperPod cluster with a flexible instance group, add the group, or scale it, and wait.
+
+    :param cluster_name: the HyperPod cluster (templated).
+    :param group_name: the instance group (templated).
+    :param instance_types: 1 to 20 acceptable types, most preferred first (templated). HyperPod puts each
+        node on the first type with capacity, so the group may end up a mix.
+    :param instance_count: the group's target count (templated).
+    :param min_instance_count: ``MinInstanceCount``: the group becomes InService at this count (templated).
+    :param execution_role: the nodes' IAM role; for an existing group, its own is kept when not given.
+    :param group_config: other ``ClusterInstanceGroupSpecification`` fields (``LifeCycleConfig``...).
+    :param cluster_config: other ``CreateCluster`` fields; given, a missing cluster is created, else a
+        missing cluster fails the task.
+    :param accept_after: seconds (or a timedelta) from the request after which ``min_instance_count``
+        running nodes end the wait as success (0: as soon as the group is InService at its minimum);
+        None: only the target does.
+    :param max_wait: seconds (or a timedelta) after which a group short of its target (and of an accepted
+        minimum) fails the task as a capacity shortfall; None: HyperPod's own three-hour rule.
+    :param rollback_on_failure: scale the group back to its count before the request when the wait fails
+        or the task is killed (a new group goes back to 0 nodes). Never deletes a cluster or a group.
+    :param deferrable: wait in the triggerer (no worker slot); False waits in the worker.
+    :param poll_interval: seconds between DescribeCluster calls.
+    :param aws_conn_id, region_name, verify, botocore_config: as for every amazon provider operator.
+    """
+
+    template_fields: Sequence[str] = (
+        "cluster_name",
+        "group_name",
+        "instance_types",
+        "instance_count",
+        "min_instance_count",
+        "execution_role",
+        "group_config",
+        "cluster_config",
+    )
+    ui_color = "#b9d7f4"
+
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        group_name: str,
+        instance_types: Sequence[str] | str,
+        instance_count: int | str,
+        min_instance_count: int | str | None = None,
+        execution_role: str | None = None,
+        group_config: Mapping[str, Any] | None = None,
+        cluster_config: Mapping[str, Any] | None = None,
+        accept_after: float | timedelta | None = None,
+        max_wait: float | timedelta | None = None,
+        rollback_on_failure: bool = True,
+        deferrable: bool = True,
+        poll_interval: float = 30.0,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster_name = cluster_name
+        self.group_name = group_name
+        self.instance_types = instance_types
+        self.instance_count = instance_count
+        self.min_instance_count = min_instance_count
+        self.execution_role = execution_role
+        self.group_config = group_config
+        self.cluster_config = cluster_config
+        self.accept_after = accept_after
+        self.max_wait = max_wait
+        self.rollback_on_failure = rollback_on_failure
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+        # Literal arguments are checked at parse time (cheap: no service model read, no AWS call).
+        self._accept_after = _seconds(accept_after, "accept_after")
+        self._max_wait = _seconds(max_wait, "max_wait")
+        if not _templated(instance_types, instance_count, min_instance_count, group_name):
+            self._group(allowed_types=None)
+
+    @cached_property
+    def hook(self) -> SageMakerHyperPodHook:
+        return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
+
+    def _group(self, allowed_types: frozenset[str] | None) -> FlexibleGroup:
+        types = self.instance_types
+        if isinstance(types, str):
+            types = [t.strip() for t in types.split(",") if t.strip()]
+        return FlexibleGroup.parse(
+            self.group_name,
+            types,
+            self.instance_count,
+            self.min_instance_count,
+            self.execution_role,
+            self.group_config,
+            allowed_types=allowed_types,
+        )
+
+    # -- execution ---------------------------------------------------------------------------------
+    def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            group = self._group(allowed_types=cluster_instance_types())
+        except errors.InvalidInstancePreferencesError as err:
+            raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
+        self.log.info(
+            "Flexible instance group %s/%s: %s", self.cluster_name, group.group_name, group.describe()
+        )
+        self._running_context = context  # on_kill runs without one
+        decision = self._submit_once(context, group)
+        if decision.reattached:
+            self.log.info("The request of an earlier try took effect; waiting for it instead of asking again")
+        trigger = self._trigger(group, decision.request)
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name="execute_complete")
+        event = asyncio.run(trigger.wait())
+        return self.execute_complete(context, event)
+
+    def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
+        """Reattach to an earlier try's request that took effect, or record a new one and make it."""
+        store = _GroupStateStore(context)
+        earlier = store.load()
+        cluster = self.hook.describe_cluster(self.cluster_name)
+        if earlier is not None and earlier.is_for(self.cluster_name, group) and took_effect(earlier, cluster):
+            if earlier.requested_at is None:  # killed before AWS answered: the cluster's clock stands in
+                earlier = store.save(replace(earlier, requested_at=service_now(cluster or {}).isoformat()))
+            return Wait(earlier, reattached=True)
+        current = find_group(cluster, group.group_name) if cluster is not None else None
+        previous = int((current or {}).get("TargetCount") or (current or {}).get("CurrentCount") or 0)
+        if earlier is not None and earlier.is_for(self.cluster_name, group):
+            previous = earlier.previous_count  # an earlier try's request never reached AWS
+        request = store.save(
+            GroupRequest(
+                cluster_name=self.cluster_name,
+                group_name=group.group_name,
+                target_count=group.instance_count,
+                previous_count=previous,
+                created_cluster=cluster is None,
+                created_group=current is None,
+                try_number=try_number_of(context),
+            )
+        )
+        if cluster is None:
+            if self.cluster_config is None:
+                raise errors.ClusterConfigError(
+                    self.cluster_name,
+                    group.group_name,
+                    "NotFound",
+                    "the cluster does not exist; create it first or give cluster_config to create it here",
+                )
+            answer = self.hook.create_cluster(self.cluster_name, group, self.cluster_config)
+        else:
+            answer = self.hook.scale_group(self.cluster_name, group, cluster)
+        self.log.info(
+            "Asked for %d nodes of %s/%s (%d before)",
+            group.instance_count,
+            self.cluster_name,
+            group.group_name,
+            previous,
+        )
+        return Wait(
+            store.save(replace(request, requested_at=service_now(answer).isoformat())), reattached=False
+        )
+
+    def _trigger(self, group: FlexibleGroup, request: GroupRequest) -> HyperPodGroupTrigger:
+        assert request.requested_at is not None
+        return HyperPodGroupTrigger(
+            cluster_name=self.cluster_name,
+            group=group.as_dict(),
+            previous_count=request.previous_count,
+            requested_at=request.requested_at,
+            accept_after_seconds=self._accept_after,
+            max_wait_seconds=self._max_wait,
+            poll_interval=self.poll_interval,
+            rollback_on_kill=self.rollback_on_failure,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
+        )
+
+    # -- after the wait ----------------------------------------------------------------------------
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Push the outcome, or roll back and fail with an error that names the cause."""
+        event = event or {}
+        group = self._group(allowed_types=None)
+        request = _GroupStateStore(context).load()
+        details = event.get("group") or {}
+        phase = GroupPhase(event["phase"]) if event.get("phase") in GroupPhase._value2member_map_ else None
+        if event.get("status") != "success" or phase is None:
+            self._rollback(group, request)
+            raise self._error(group, event)
+        requested_at = request.requested_at if request is not None else None
+        outcome = group_outcome(
+            self.cluster_name,
+            group,
+            details,
+            phase,
+            datetime.fromisoformat(requested_at) if requested_at else None,
+            datetime.fromisoformat(event["now"]) if event.get("now") else None,
+            self._prices(group),
+        )
+        self._check_nodes(outcome)
+        self.log.info("Instance group ready: %s", outcome.summary())
+        context["ti"].xcom_push(key=OUTCOME_KEY, value=outcome.as_dict())
+        return outcome.as_dict()
+
+    def _check_nodes(self, outcome: GroupOutcome) -> None:
+        """ListClusterNodes agrees with DescribeCluster's per-type counts (logged if a node moved since)."""
+        try:
+            listed = self.hook.group_node_types(self.cluster_name, outcome.group_name)
+        except Exception:  # the outcome stands on DescribeCluster; the node list is a cross-check
+            self.log.debug("Could not list the group's nodes", exc_info=True)
+            return
+        described = {n["instance_type"]: n["count"] for n in outcome.nodes}
+        if listed != described:
+            self.log.warning("Nodes listed now %s differ from DescribeCluster's %s", listed, described)
+
+    def _prices(self, group: FlexibleGroup) -> dict[str, float]:
+        """On-Demand prices per node-hour where the connection's Pricing API answers; {} otherwise."""
+        from airflow_provider_sm_prefs.domain.kinds import JobKind
+        from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+
+        prices: dict[str, float] = {}
+        try:
+            hook = SageMakerPreferenceHook(**AwsSettings.of(self).hook_kwargs())
+            for instance_type in group.instance_types:
+                price = hook.hourly_price(JobKind.TRAINING, instance_type)
+                if price is not None:
+                    prices[instance_type] = price
+        except Exception:  # prices are a report, never a reason to fail the task
+            self.log.debug("Could not read prices", exc_info=True)
+        return prices
+
+    def _error(self, group: FlexibleGroup, event: Mapping[str, Any]) -> errors.ClusterGroupError:
+        phase = event.get("phase")
+        status = (event.get("group") or {}).get("Status") or event.get("cluster_status")
+        reason = event.get("reason")
+        kinds: dict[Any, type[errors.ClusterGroupError]] = {
+            GroupPhase.ROLLED_BACK.value: errors.GroupRolledBackError,
+            "shortfall": errors.GroupCapacityShortfallError,
+        }
+        return kinds.get(phase, errors.ClusterFailedError)(
+            self.cluster_name, group.group_name, status, reason
+        )
+
+    def _rollback(self, group: FlexibleGroup, request: GroupRequest | None) -> None:
+        """Scale the group back to its count before this task's request (never deletes anything)."""
+        if not self.rollback_on_failure or request is None or not request.is_for(self.cluster_name, group):
+            return
+        cluster = self.hook.describe_cluster(self.cluster_name)
+        current = find_group(cluster, group.group_name) if cluster is not None else None
+        if (
+            cluster is None
+            or current is None
+            or int(current.get("TargetCount") or 0) == request.previous_count
+        ):
+            return
+        self.hook.scale_group(self.cluster_name, group, cluster, count=request.previous_count)
+        self.log.warning(
+            "Scaled %s/%s back to %d nodes (rollback_on_failure)",
+            self.cluster_name,
+            group.group_name,
+            request.previous_count,
+        )
+
+    def on_kill(self) -> None:
+        """The task was killed while waiting in the worker: roll the scale-up back."""
+        context = getattr(self, "_running_context", None)
+        if context is None:
+            return
+        try:
+            self._rollback(self._group(allowed_types=None), _GroupStateStore(context).load())
+        except Exception:
+            self.log.exception("Could not roll back %s/%s", self.cluster_name, self.group_name)
+
+
+class _GroupStateStore:
+    """The task instance's :class:`GroupRequest`, beside its job state in the same store."""
+
+    def __init__(self, context: Mapping[str, Any]) -> None:
+        self.backend = JobStateStore.of(context).backend
+
+    def load(self) -> GroupRequest | None:
+        return None if self.backend is None else GroupRequest.from_stored(self.backend.get(GROUP_STATE_KEY))
+
+    def save(self, request: GroupRequest) -> GroupRequest:
+        if self.backend is not None:
+            self.backend.set(GROUP_STATE_KEY, request.as_stored())
+        return request
+
+
+def _templated(*values: Any) -> bool:
+    return any(isinstance(v, str) and "{{" in v for v in values) or any(
+        isinstance(v, (list, tuple)) and any(isinstance(x, str) and "{{" in x for x in v) for v in values
+    )

@@ -1,0 +1,231 @@
+"""The async wait for a HyperPod flexible instance group: until it reaches its target, an accepted minimum,
+or fails, rolls back, or runs out of the task's wait.
+
+Each look is one DescribeCluster on the process's shared client; elapsed time is judged on the service's
+clock (the ``Date`` of each answer) against the time of the request, so a triggerer restart, a skewed
+host clock or the offline SageMaker's accelerated clock cannot move a window or a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
+from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, GroupPhase, find_group, group_progress
+from airflow_provider_sm_prefs.hooks.clock import service_now
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.pool import shared_client
+from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.task_state import current_state_async
+
+#: Outcomes the task takes as success; every other phase ends the wait with an error event.
+SUCCESS_PHASES = frozenset({GroupPhase.REACHED_TARGET, GroupPhase.REACHED_MINIMUM})
+
+
+@dataclass(frozen=True)
+class GroupLook:
+    """One DescribeCluster, read for the group the task waits for."""
+
+    phase: GroupPhase
+    group: Mapping[str, Any] | None
+    cluster_status: str | None
+    elapsed: float
+    now: datetime
+
+
+def group_event(look: GroupLook, reason: str | None = None) -> dict[str, Any]:
+    """The trigger's one payload shape: ``status`` success or error, the phase and the group as seen."""
+    return {
+        "status": "success" if look.phase in SUCCESS_PHASES else "error",
+        "phase": look.phase.value,
+        "group": dict(look.group) if look.group is not None else None,
+        "cluster_status": look.cluster_status,
+        "elapsed": round(look.elapsed, 3),
+        "now": look.now.isoformat(),
+        "reason": reason,
+    }
+
+
+class HyperPodGroupTrigger(BaseTrigger):
+    """Wait until a flexible instance group reaches ``target_count`` nodes (or its minimum, once accepted).
+
+    :param cluster_name: the HyperPod cluster.
+    :param group: the group as the task asked for it (``FlexibleGroup.as_dict()``).
+    :param previous_count: the group's count before the request (0 for a new group).
+    :param requested_at: ISO time of the request on the service's clock.
+    :param accept_after_seconds: from the request, after which ``MinInstanceCount`` running nodes are
+        enough (0: at once; None: only the target ends the wait).
+    :param max_wait_seconds: from the request, after which a group short of its target (and of an
+        accepted minimum) ends the wait as a capacity shortfall (None: HyperPod's own three-hour rule).
+    :param poll_interval: seconds between looks.
+    :param rollback_on_kill: scale the group back to ``previous_count`` when the task is marked or
+        cleared while deferred (Airflow 3.3's ``on_kill``).
+    """
+
+    def __init__(
+        self,
+        cluster_name: str,
+        group: dict[str, Any],
+        previous_count: int,
+        requested_at: str,
+        accept_after_seconds: float | None = None,
+        max_wait_seconds: float | None = None,
+        poll_interval: float = 30.0,
+        rollback_on_kill: bool = True,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.cluster_name = cluster_name
+        self.group = dict(group)
+        self.previous_count = int(previous_count)
+        self.requested_at = requested_at
+        self.accept_after_seconds = None if accept_after_seconds is None else float(accept_after_seconds)
+        self.max_wait_seconds = None if max_wait_seconds is None else float(max_wait_seconds)
+        self.poll_interval = float(poll_interval)
+        self.rollback_on_kill = rollback_on_kill
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "cluster_name": self.cluster_name,
+                "group": self.group,
+                "previous_count": self.previous_count,
+                "requested_at": self.requested_at,
+                "accept_after_seconds": self.accept_after_seconds,
+                "max_wait_seconds": self.max_wait_seconds,
+                "poll_interval": self.poll_interval,
+                "rollback_on_kill": self.rollback_on_kill,
+                "aws_conn_id": self.aws_conn_id,
+                "region_name": self.region_name,
+                "verify": self.verify,
+                "botocore_config": self.botocore_config,
+            },
+        )
+
+    @property
+    def flexible_group(self) -> FlexibleGroup:
+        return FlexibleGroup.from_dict(self.group)
+
+    @property
+    def settings(self) -> AwsSettings:
+        return AwsSettings.of(self)
+
+    def hook(self) -> SageMakerHyperPodHook:
+        return SageMakerHyperPodHook(**self.settings.hook_kwargs())
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            event = await self.wait()
+        except asyncio.CancelledError:
+            if not TRIGGER_ON_KILL:
+                await self._rollback_unless_moved(rollback_if_unknown=False)
+            raise
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+
+    async def wait(self) -> dict[str, Any]:
+        """Look, and wait between looks, until a look decides; the decision's event payload."""
+        async with shared_client(self.settings.pool_key(), self.hook().get_async_conn) as client:
+            while True:
+                look = await self.look(client)
+                decided = self.decide(look)
+                if decided is not None:
+                    return decided
+                await asyncio.sleep(self.poll_interval)
+
+    async def look(self, client: Any) -> GroupLook:
+        """One DescribeCluster (transient errors retried, never raised) read for the group."""
+        policy = Retry(attempts=None, base=min(self.poll_interval, 2.0), cap=60.0)
+        describe = await retry_async(
+            lambda: SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name),
+            f"Describe {self.cluster_name}",
+            policy,
+        )
+        group = self.flexible_group
+        if describe is None:
+            return GroupLook(GroupPhase.GONE, None, None, 0.0, datetime.now().astimezone())
+        now = service_now(describe)
+        elapsed = max(0.0, (now - datetime.fromisoformat(self.requested_at)).total_seconds())
+        accept_minimum = self.accept_after_seconds is not None and elapsed >= self.accept_after_seconds
+        phase = group_progress(
+            describe, group.group_name, group.instance_count, self.previous_count, accept_minimum
+        )
+        return GroupLook(
+            phase, find_group(describe, group.group_name), describe.get("ClusterStatus"), elapsed, now
+        )
+
+    def decide(self, look: GroupLook) -> dict[str, Any] | None:
+        """The event a look ends the wait with, or None to keep waiting."""
+        if look.phase is not GroupPhase.WAITING:
+            if look.phase is not GroupPhase.REACHED_TARGET:
+                self.log.info("%s/%s: %s", self.cluster_name, self.group["group_name"], look.phase.value)
+            return group_event(look, _reason(look))
+        if self.max_wait_seconds is not None and look.elapsed >= self.max_wait_seconds:
+            current = (look.group or {}).get("CurrentCount", 0)
+            return {
+                **group_event(look),
+                "status": "error",
+                "phase": "shortfall",
+                "reason": (
+                    f"{current} of {self.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
+                    f"max_wait ({self.max_wait_seconds:.0f} s)"
+                ),
+            }
+        self.log.info(
+            "%s/%s: %s of %s nodes, %.0f s since the request",
+            self.cluster_name,
+            self.group["group_name"],
+            (look.group or {}).get("CurrentCount", 0),
+            self.group["instance_count"],
+            look.elapsed,
+        )
+        return None
+
+    async def on_kill(self) -> None:
+        """The deferred task was marked or cleared: roll the scale-up back unless the task goes on."""
+        await self._rollback_unless_moved(rollback_if_unknown=True)
+
+    async def _rollback_unless_moved(self, rollback_if_unknown: bool) -> None:
+        if not self.rollback_on_kill:
+            return
+        state = await current_state_async(getattr(self, "task_instance", None))
+        if state == "deferred" or (not rollback_if_unknown and state is None):
+            return
+        await asyncio.shield(asyncio.to_thread(self._rollback))
+
+    def _rollback(self) -> None:
+        hook = self.hook()
+        cluster = hook.describe_cluster(self.cluster_name)
+        if cluster is None or find_group(cluster, self.group["group_name"]) is None:
+            return
+        hook.scale_group(self.cluster_name, self.flexible_group, cluster, count=self.previous_count)
+        self.log.info(
+            "Scaled %s/%s back to %d nodes: its task was marked or cleared",
+            self.cluster_name,
+            self.group["group_name"],
+            self.previous_count,
+        )
+
+
+def _reason(look: GroupLook) -> str | None:
+    if look.phase is GroupPhase.ROLLED_BACK:
+        return "HyperPod rolled the group back to its previous settings (MinInstanceCount not met in time?)"
+    if look.phase is GroupPhase.FAILED:
+        return f"the cluster is {look.cluster_status}, the group {(look.group or {}).get('Status')}"
+    if look.phase is GroupPhase.GONE:
+        return "the cluster or the group no longer exists"
+    return None
