@@ -46,7 +46,7 @@ with DAG(
         instance_count=8,
         min_instance_count=4,
         accept_after=timedelta(minutes=20),
-        max_wait=timedelta(hours=2),
+        max_pending=timedelta(hours=2),
         execution_role="{{ params.role_arn }}",
         group_config={
             "LifeCycleConfig": {"SourceS3Uri": "{{ params.lifecycle_uri }}", "OnCreate": "on_create.sh"},

@@ -37,13 +37,15 @@ from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.submission import try_number_of
+from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
 #: XCom key of the whole outcome (``GroupOutcome.as_dict()``); the return value holds the same dict.
 OUTCOME_KEY = "hyperpod_outcome"
 
 
-def _seconds(value: Any, name: str) -> float | None:
+def seconds_of(value: Any, name: str) -> float | None:
+    """``value`` (seconds or a timedelta) in seconds; None stays None."""
     if value is None:
         return None
     if isinstance(value, timedelta):
@@ -79,12 +81,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     :param accept_after: seconds (or a timedelta) from the request after which ``min_instance_count``
         running nodes end the wait as success (0: as soon as the group is InService at its minimum);
         None: only the target does.
-    :param max_wait: seconds (or a timedelta) after which a group short of its target (and of an accepted
+    :param max_pending: seconds (or a timedelta) after which a group short of its target (and of an accepted
         minimum) fails the task as a capacity shortfall; None: HyperPod's own three-hour rule.
     :param rollback_on_failure: scale the group back to its count before the request when the wait fails
         or the task is killed (a new group goes back to 0 nodes). Never deletes a cluster or a group.
     :param deferrable: wait in the triggerer (no worker slot); False waits in the worker.
     :param poll_interval: seconds between DescribeCluster calls.
+    :param min_defer_seconds: the trigger reports nothing sooner than this after the deferral
+        (apache/airflow#72716); default: ``[sm_prefs] min_defer_seconds``, else 15.
     :param aws_conn_id, region_name, verify, botocore_config: as for every amazon provider operator.
     """
 
@@ -112,10 +116,11 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         group_config: Mapping[str, Any] | None = None,
         cluster_config: Mapping[str, Any] | None = None,
         accept_after: float | timedelta | None = None,
-        max_wait: float | timedelta | None = None,
+        max_pending: float | timedelta | None = None,
         rollback_on_failure: bool = True,
         deferrable: bool = True,
         poll_interval: float = 30.0,
+        min_defer_seconds: float | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -132,17 +137,18 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self.group_config = group_config
         self.cluster_config = cluster_config
         self.accept_after = accept_after
-        self.max_wait = max_wait
+        self.max_pending = max_pending
         self.rollback_on_failure = rollback_on_failure
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.min_defer_seconds = min_defer_seconds
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
         # Literal arguments are checked at parse time (cheap: no service model read, no AWS call).
-        self._accept_after = _seconds(accept_after, "accept_after")
-        self._max_wait = _seconds(max_wait, "max_wait")
+        self._accept_after = seconds_of(accept_after, "accept_after")
+        self._max_pending = seconds_of(max_pending, "max_pending")
         if not _templated(instance_types, instance_count, min_instance_count, group_name):
             self._group(allowed_types=None)
 
@@ -177,10 +183,11 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         decision = self._submit_once(context, group)
         if decision.reattached:
             self.log.info("The request of an earlier try took effect; waiting for it instead of asking again")
-        trigger = self._trigger(group, decision.request)
         if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete")
-        event = asyncio.run(trigger.wait())
+            self.defer(
+                trigger=self._trigger(group, decision.request, deferring=True), method_name="execute_complete"
+            )
+        event = asyncio.run(self._trigger(group, decision.request).wait())
         return self.execute_complete(context, event)
 
     def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
@@ -229,7 +236,9 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             store.save(replace(request, requested_at=service_now(answer).isoformat())), reattached=False
         )
 
-    def _trigger(self, group: FlexibleGroup, request: GroupRequest) -> HyperPodGroupTrigger:
+    def _trigger(
+        self, group: FlexibleGroup, request: GroupRequest, deferring: bool = False
+    ) -> HyperPodGroupTrigger:
         assert request.requested_at is not None
         return HyperPodGroupTrigger(
             cluster_name=self.cluster_name,
@@ -237,13 +246,15 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             previous_count=request.previous_count,
             requested_at=request.requested_at,
             accept_after_seconds=self._accept_after,
-            max_wait_seconds=self._max_wait,
+            max_pending_seconds=self._max_pending,
             poll_interval=self.poll_interval,
             rollback_on_kill=self.rollback_on_failure,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             verify=self.verify,
             botocore_config=self.botocore_config,
+            deferred_at=deferred_now() if deferring else None,
+            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if deferring else None,
         )
 
     # -- after the wait ----------------------------------------------------------------------------

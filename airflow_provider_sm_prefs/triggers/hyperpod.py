@@ -24,6 +24,7 @@ from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.task_state import current_state_async
+from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 
 #: Outcomes the task takes as success; every other phase ends the wait with an error event.
 SUCCESS_PHASES = frozenset({GroupPhase.REACHED_TARGET, GroupPhase.REACHED_MINIMUM})
@@ -62,11 +63,13 @@ class HyperPodGroupTrigger(BaseTrigger):
     :param requested_at: ISO time of the request on the service's clock.
     :param accept_after_seconds: from the request, after which ``MinInstanceCount`` running nodes are
         enough (0: at once; None: only the target ends the wait).
-    :param max_wait_seconds: from the request, after which a group short of its target (and of an
+    :param max_pending_seconds: from the request, after which a group short of its target (and of an
         accepted minimum) ends the wait as a capacity shortfall (None: HyperPod's own three-hour rule).
     :param poll_interval: seconds between looks.
     :param rollback_on_kill: scale the group back to ``previous_count`` when the task is marked or
         cleared while deferred (Airflow 3.3's ``on_kill``).
+    :param deferred_at, min_defer_seconds: hold the event until this long after the deferral
+        (apache/airflow#72716; see :mod:`airflow_provider_sm_prefs.triggers.dwell`).
     """
 
     def __init__(
@@ -76,13 +79,15 @@ class HyperPodGroupTrigger(BaseTrigger):
         previous_count: int,
         requested_at: str,
         accept_after_seconds: float | None = None,
-        max_wait_seconds: float | None = None,
+        max_pending_seconds: float | None = None,
         poll_interval: float = 30.0,
         rollback_on_kill: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
+        deferred_at: str | None = None,
+        min_defer_seconds: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.cluster_name = cluster_name
@@ -90,13 +95,15 @@ class HyperPodGroupTrigger(BaseTrigger):
         self.previous_count = int(previous_count)
         self.requested_at = requested_at
         self.accept_after_seconds = None if accept_after_seconds is None else float(accept_after_seconds)
-        self.max_wait_seconds = None if max_wait_seconds is None else float(max_wait_seconds)
+        self.max_pending_seconds = None if max_pending_seconds is None else float(max_pending_seconds)
         self.poll_interval = float(poll_interval)
         self.rollback_on_kill = rollback_on_kill
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+        self.deferred_at = deferred_at
+        self.min_defer_seconds = min_defer_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -107,13 +114,15 @@ class HyperPodGroupTrigger(BaseTrigger):
                 "previous_count": self.previous_count,
                 "requested_at": self.requested_at,
                 "accept_after_seconds": self.accept_after_seconds,
-                "max_wait_seconds": self.max_wait_seconds,
+                "max_pending_seconds": self.max_pending_seconds,
                 "poll_interval": self.poll_interval,
                 "rollback_on_kill": self.rollback_on_kill,
                 "aws_conn_id": self.aws_conn_id,
                 "region_name": self.region_name,
                 "verify": self.verify,
                 "botocore_config": self.botocore_config,
+                "deferred_at": self.deferred_at,
+                "min_defer_seconds": self.min_defer_seconds,
             },
         )
 
@@ -135,6 +144,8 @@ class HyperPodGroupTrigger(BaseTrigger):
             if not TRIGGER_ON_KILL:
                 await self._rollback_unless_moved(rollback_if_unknown=False)
             raise
+        name = f"{self.cluster_name}/{self.group['group_name']}"
+        await hold_after_deferral(self.log, name, self.deferred_at, self.min_defer_seconds)
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
     async def wait(self) -> dict[str, Any]:
@@ -174,7 +185,7 @@ class HyperPodGroupTrigger(BaseTrigger):
             if look.phase is not GroupPhase.REACHED_TARGET:
                 self.log.info("%s/%s: %s", self.cluster_name, self.group["group_name"], look.phase.value)
             return group_event(look, _reason(look))
-        if self.max_wait_seconds is not None and look.elapsed >= self.max_wait_seconds:
+        if self.max_pending_seconds is not None and look.elapsed >= self.max_pending_seconds:
             current = (look.group or {}).get("CurrentCount", 0)
             return {
                 **group_event(look),
@@ -182,7 +193,7 @@ class HyperPodGroupTrigger(BaseTrigger):
                 "phase": "shortfall",
                 "reason": (
                     f"{current} of {self.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
-                    f"max_wait ({self.max_wait_seconds:.0f} s)"
+                    f"max_wait ({self.max_pending_seconds:.0f} s)"
                 ),
             }
         self.log.info(

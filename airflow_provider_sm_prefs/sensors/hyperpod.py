@@ -1,0 +1,145 @@
+"""A deferrable sensor for a HyperPod flexible instance group scaled elsewhere: wait for its count, push the mix."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, Context
+
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, GroupPhase, find_group, group_outcome
+from airflow_provider_sm_prefs.hooks.clock import service_now
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
+from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+
+
+class SageMakerHyperPodGroupSensor(BaseSensorOperator):
+    """Wait until a flexible instance group someone else scaled runs its target count (or its minimum).
+
+    Pushes the same outcome as :class:`~airflow_provider_sm_prefs.operators.hyperpod.SageMakerHyperPodGroupOperator`
+    (XCom ``hyperpod_outcome`` and the return value) and never changes the group: it belongs to someone else.
+
+    :param cluster_name: the HyperPod cluster (templated).
+    :param group_name: the instance group (templated).
+    :param target_count: the count to wait for; None: the group's own ``TargetCount`` when first seen.
+    :param accept_minimum: end the wait once the group is InService at its ``MinInstanceCount``.
+    :param max_pending: fail as a capacity shortfall this long (seconds or timedelta) after the sensor first
+        looked, if the group is still short.
+    :param poll_interval: seconds between DescribeCluster calls.
+    """
+
+    template_fields: Sequence[str] = ("cluster_name", "group_name", "target_count")
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        group_name: str,
+        target_count: int | None = None,
+        accept_minimum: bool = False,
+        max_pending: float | timedelta | None = None,
+        deferrable: bool = True,
+        poll_interval: float = 30.0,
+        min_defer_seconds: float | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster_name = cluster_name
+        self.group_name = group_name
+        self.target_count = target_count
+        self.accept_minimum = accept_minimum
+        self.max_pending = max_pending
+        self._max_pending = seconds_of(max_pending, "max_pending")
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.min_defer_seconds = min_defer_seconds
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+
+    @cached_property
+    def hook(self) -> SageMakerHyperPodHook:
+        return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
+
+    def execute(self, context: Context) -> Any:
+        cluster = self.hook.describe_cluster(self.cluster_name)
+        details = find_group(cluster, self.group_name) if cluster is not None else None
+        if cluster is None or details is None:
+            raise errors.ClusterConfigError(
+                self.cluster_name, self.group_name, "NotFound", "no such cluster or instance group to watch"
+            )
+        types = (details.get("InstanceRequirements") or {}).get("InstanceTypes") or [
+            details.get("InstanceType")
+        ]
+        target = int(self.target_count if self.target_count is not None else details.get("TargetCount") or 0)
+        group = FlexibleGroup(
+            group_name=self.group_name,
+            instance_types=tuple(t for t in types if t),
+            instance_count=target,
+            min_instance_count=details.get("MinCount"),
+        )
+        trigger = HyperPodGroupTrigger(
+            cluster_name=self.cluster_name,
+            group=group.as_dict(),
+            previous_count=-1,  # not this task's request: a rollback shows as a shortfall, never undone here
+            requested_at=service_now(cluster).isoformat(),
+            accept_after_seconds=0.0 if self.accept_minimum else None,
+            max_pending_seconds=self._max_pending,
+            poll_interval=self.poll_interval,
+            rollback_on_kill=False,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
+            deferred_at=deferred_now() if self.deferrable else None,
+            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if self.deferrable else None,
+        )
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"group": group.as_dict()})
+        return self.execute_complete(context, asyncio.run(trigger.wait()), group=group.as_dict())
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, group: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        event = event or {}
+        details = event.get("group") or {}
+        if group is None:
+            types = (details.get("InstanceRequirements") or {}).get("InstanceTypes") or [
+                details.get("InstanceType")
+            ]
+            target = self.target_count if self.target_count is not None else details.get("TargetCount") or 0
+            group = FlexibleGroup(self.group_name, tuple(t for t in types if t), int(target)).as_dict()
+        flexible = FlexibleGroup.from_dict(group)
+        if event.get("status") != "success":
+            kinds: dict[Any, type[errors.ClusterGroupError]] = {
+                GroupPhase.ROLLED_BACK.value: errors.GroupRolledBackError,
+                "shortfall": errors.GroupCapacityShortfallError,
+            }
+            status = details.get("Status") or event.get("cluster_status")
+            raise kinds.get(event.get("phase"), errors.ClusterFailedError)(
+                self.cluster_name, self.group_name, status, event.get("reason")
+            )
+        outcome = group_outcome(
+            self.cluster_name,
+            flexible,
+            details,
+            GroupPhase(event["phase"]),
+            None,
+            datetime.fromisoformat(event["now"]) if event.get("now") else None,
+        )
+        self.log.info("Instance group ready: %s", outcome.summary())
+        context["ti"].xcom_push(key=OUTCOME_KEY, value=outcome.as_dict())
+        return outcome.as_dict()
