@@ -193,7 +193,7 @@ class HyperPodGroupTrigger(BaseTrigger):
                 "phase": "shortfall",
                 "reason": (
                     f"{current} of {self.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
-                    f"max_wait ({self.max_pending_seconds:.0f} s)"
+                    f"max_pending ({self.max_pending_seconds:.0f} s)"
                 ),
             }
         self.log.info(
