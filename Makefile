@@ -3,8 +3,9 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
-# The SageMaker Python SDK cannot share .venv with apache-airflow 3.3 (sagemaker-core pins
-# importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
+# The SageMaker Python SDK is kept out of .venv on every Python: on Python >= 3.12 it cannot share it with
+# apache-airflow 3.3 (sagemaker-core pins importlib-metadata<7, airflow-core needs >=7 there). It gets its own
+# venv, pinned by tests/sdk/requirements.txt.
 SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
@@ -13,7 +14,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
-	@echo "make test     - install, then run the whole test suite"
+	@echo "make test     - install, then run every test not marked e2e (make e2e runs those)"
 	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
 	@echo "make compat   - the version matrix: the whole non-e2e suite on Airflow 3.0, 3.1, 3.2 and 3.3, and the core e2e scenarios on 3.0 and 3.3"
 	@echo "make compat-oldest - the matrix's oldest cell (Airflow 3.0 on Python 3.10, lowest dependency bounds): suite and core e2e"
