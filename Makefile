@@ -10,7 +10,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -24,6 +24,7 @@ help:
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
+	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded (EXECUTOR=celery: the Celery topology)"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
@@ -181,6 +182,12 @@ bench: install
 RECORDS ?= 10000
 bench-page: install postgres browser
 	$(RUN) python -m benchmarks.capacity_page --records $(RECORDS)
+
+# Publishes the newest make bench result (BENCH_RESULTS= to choose files), make latency's and make bench-page's
+# into docs/data/ without their raw samples, then writes docs/performance.md's tables from docs/data/ only.
+BENCH_RESULTS ?=
+perf-doc: install
+	$(RUN) python -m benchmarks.publish $(BENCH_RESULTS)
 
 bench-preflight: install
 	$(RUN) python -m benchmarks.preflight
