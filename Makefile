@@ -3,17 +3,18 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
-# The SageMaker Python SDK cannot share .venv with apache-airflow 3.3 (sagemaker-core pins
-# importlib-metadata<7, airflow-core needs >=7): it gets its own venv, pinned by tests/sdk/requirements.txt.
+# The SageMaker Python SDK is kept out of .venv on every Python: on Python >= 3.12 it cannot share it with
+# apache-airflow 3.3 (sagemaker-core pins importlib-metadata<7, airflow-core needs >=7 there). It gets its own
+# venv, pinned by tests/sdk/requirements.txt.
 SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
-	@echo "make test     - install, then run the whole test suite"
+	@echo "make test     - install, then run every test not marked e2e (make e2e runs those)"
 	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
 	@echo "make compat   - the version matrix: the whole non-e2e suite on Airflow 3.0, 3.1, 3.2 and 3.3, and the core e2e scenarios on 3.0 and 3.3"
 	@echo "make compat-oldest - the matrix's oldest cell (Airflow 3.0 on Python 3.10, lowest dependency bounds): suite and core e2e"
@@ -23,6 +24,7 @@ help:
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
+	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded (EXECUTOR=celery: the Celery topology)"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
@@ -180,6 +182,12 @@ bench: install
 RECORDS ?= 10000
 bench-page: install postgres browser
 	$(RUN) python -m benchmarks.capacity_page --records $(RECORDS)
+
+# Publishes the newest make bench result (BENCH_RESULTS= to choose files), make latency's and make bench-page's
+# into docs/data/ without their raw samples, then writes docs/performance.md's tables from docs/data/ only.
+BENCH_RESULTS ?=
+perf-doc: install
+	$(RUN) python -m benchmarks.publish $(BENCH_RESULTS)
 
 bench-preflight: install
 	$(RUN) python -m benchmarks.preflight

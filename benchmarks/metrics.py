@@ -693,9 +693,7 @@ def evaluate_targets(runs: Sequence[Mapping[str, Any]], n_jobs: int = 1000) -> l
         waiting_cpu = o["cpu"].get("waiting_percent_of_one_core")
         add(TARGET_NAMES[4], waiting_cpu, "<= 5 %", None if waiting_cpu is None else waiting_cpu <= 5.0)
         rss = o["memory"]["peak_rss_mb"]
-        add(
-            TARGET_NAMES[5], rss, "<= 300 MB", rss <= 300.0, "includes ~125 MB of imports (Airflow, botocore)"
-        )
+        add(TARGET_NAMES[5], rss, "<= 300 MB", rss <= 300.0, "includes the imports (Airflow, botocore)")
         lag = o["loop_lag_seconds"]["max"]
         add(TARGET_NAMES[6], lag, "< 0.1 s", None if lag is None else lag < LAG_TARGET_SECONDS)
         quiet_lag = o["loop_lag_seconds"].get("max_while_waiting")

@@ -24,8 +24,12 @@ _FLAGS = (
 )
 
 
-def headless_chromium(width: int = 1400, height: int = 1000) -> Any:
-    """A Selenium ``webdriver.Chrome`` on Debian's Chromium, headless, no implicit waits; quit() it."""
+def headless_chromium(width: int = 1400, height: int = 1000, *, network_log: bool = False) -> Any:
+    """A Selenium ``webdriver.Chrome`` on Debian's Chromium, headless, no implicit waits; quit() it.
+
+    :param network_log: record the DevTools events of every page in ChromeDriver's performance log
+        (``driver.get_log("performance")``), e.g. to check which URLs a page asked for.
+    """
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -35,6 +39,8 @@ def headless_chromium(width: int = 1400, height: int = 1000) -> Any:
     options.binary_location = CHROMIUM
     for flag in (*_FLAGS, f"--window-size={width},{height}"):
         options.add_argument(flag)
+    if network_log:
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.implicitly_wait(0)
     return driver

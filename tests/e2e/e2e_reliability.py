@@ -59,15 +59,22 @@ Do not edit by hand; reproduce with
 
 ```
 make e2e              # = .venv/bin/pytest -m e2e tests/e2e, the short soak included (writes build/reliability/reliability.json and .md)
-make reliability-doc  # publishes that run: docs/reliability.json and this file
+make e2e-ha           # the two-triggerer HA row at its published size (make e2e runs that scenario with fewer tasks)
+make soak             # the soak section below (make e2e runs only the short soak, which is not published)
+make chaos            # the chaos section below (make e2e runs only the short chaos run, the table's chaos row)
+make reliability-doc  # publishes the last of these runs: docs/reliability.json, docs/soak.json, docs/chaos.json and this file
 ```
+
+Each row keeps the result of the last run of its scenario: `make e2e` alone replaces the HA row with a
+run of fewer tasks. The figures below are rendered from the committed JSON files by
+`.venv/bin/python tests/e2e/e2e_reliability.py --render`.
 
 *Jobs created* counts SageMaker jobs that exist in the emulator after the scenario (`CreateTrainingJob`
 calls the emulator accepted). *Jobs left running unattended* counts emulator jobs still `InProgress`
 whose task is no longer running, deferred, queued or waiting for a retry — work nobody watches or stops.
 Every scenario asserts it is 0. In the Airflow scheduler race row, Airflow 3.3.2 fails a task whose
 trigger fires before the scheduler has processed the worker's exit from the deferral
-(apache/airflow#72716; 0 to 20 of 30 tasks, depending on load, before the triggers held such events):
+(apache/airflow#72716; some of the 30 tasks, more under load, before the triggers held such events):
 the row asserts that every task succeeds, and reports how long the triggers held their events
 (`min_defer_seconds`) and how long the scheduler really took to process the exits.
 
@@ -162,7 +169,7 @@ def render(
     lines.append("")
     lines.append(
         f"Recorded {', '.join(recorded) or 'never'}; scenarios' wall time {total:.0f} s in total "
-        "(plus ~30 s to start the deployment)."
+        "(starting the deployment not included)."
     )
     if soak is not None:
         from harness.soak import render_markdown

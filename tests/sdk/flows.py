@@ -1,7 +1,8 @@
 """The SageMaker Python SDK's own flows against the offline SageMaker. Runs in build/sdk-venv.
 
-The SDK cannot be installed next to apache-airflow 3.3 (sagemaker-core pins importlib-metadata<7,
-airflow-core needs >=7), so tests/sdk/test_sdk_flows.py runs this script with that venv's Python:
+The SDK is not in the project's .venv on any Python (on Python 3.12 and later it cannot be installed next to
+apache-airflow 3.3: sagemaker-core pins importlib-metadata<7, airflow-core needs >=7 there), so
+tests/sdk/test_sdk_flows.py runs this script with that venv's Python:
 ``python flows.py <flow> <job name> uniform|per-entry logs|no-logs``. Every client reaches the emulator through ``AWS_ENDPOINT_URL``
 (set by the test, as a user would). The last line printed is a JSON summary the test reads.
 """

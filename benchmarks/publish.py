@@ -1,0 +1,175 @@
+"""Publish benchmark results into the docs: small JSON files in docs/data/ and the tables of docs/performance.md.
+
+The benchmarks write their results under git-ignored directories; publishing is a deliberate step::
+
+    make perf-doc                                  # = python -m benchmarks.publish
+    python -m benchmarks.publish RESULT.json ...   # these benchmarks/results/bench-*.json files
+    python -m benchmarks.publish --render          # only re-render docs/performance.md from docs/data/
+
+What it publishes: the given ``make bench`` results (default: the newest one that is not a smoke run), with
+every list longer than :data:`MAX_LIST` left out (raw timings and call logs stay in benchmarks/results/);
+``build/performance/latency.json`` (``make latency``) and ``build/capacity-page/bench.json``
+(``make bench-page``) when they exist. The tables between the ``<!-- generated: ... -->`` markers of
+docs/performance.md are rendered from docs/data/ only, by the benchmarks' own report code, so every published
+figure comes from a committed file (tests/benchmarks/test_performance_doc.py checks the page against them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "docs" / "data"
+PAGE = ROOT / "docs" / "performance.md"
+RESULTS = ROOT / "benchmarks" / "results"
+LATENCY_RUN = ROOT / "build" / "performance" / "latency.json"
+CAPACITY_PAGE_RUN = ROOT / "build" / "capacity-page" / "bench.json"
+LATENCY = DATA / "latency.json"
+CAPACITY_PAGE = DATA / "capacity-page.json"
+#: Lists longer than this are raw samples, not figures: they are not published.
+MAX_LIST = 50
+SECTIONS = ("latency", "capacity-page", "bench")
+_MARKED = re.compile(
+    r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL
+)
+
+
+def slim(value: Any) -> Any:
+    """``value`` without its long lists (raw samples), recursively."""
+    if isinstance(value, Mapping):
+        return {k: slim(v) for k, v in value.items() if not (isinstance(v, list) and len(v) > MAX_LIST)}
+    if isinstance(value, list):
+        return [slim(v) for v in value]
+    return value
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _not_published(command: str) -> str:
+    return f"No result is published yet: run `{command}`, then `make perf-doc`.\n"
+
+
+def render_latency() -> str:
+    from harness.latency import render_markdown
+
+    if not LATENCY.exists():
+        return _not_published("make latency")
+    data = _load(LATENCY)
+    return (
+        f"Recorded {data['recorded_at']} on Airflow {data['airflow_version']}, {data['cpus']} CPUs "
+        f"(seconds; percentiles are per column); `docs/data/{LATENCY.name}`:\n\n" + render_markdown(data)
+    )
+
+
+def render_capacity_page() -> str:
+    from benchmarks.capacity_page import profile_rows, rows
+    from benchmarks.report import table
+
+    if not CAPACITY_PAGE.exists():
+        return _not_published("make bench-page")
+    data = _load(CAPACITY_PAGE)
+    parts = [
+        f"{data['machine']['nproc']} CPUs, load average {data['machine']['loadavg_start'][0]:.1f} at the start "
+        f"and {data['loadavg_end'][0]:.1f} at the end, {data['database']}; `docs/data/{CAPACITY_PAGE.name}`:",
+        table(("measurement", "value", "goal", "met?"), rows(data)),
+    ]
+    if data.get("api_profile"):
+        parts += [
+            "Where one request's time goes, in-process in the same deployment:",
+            table(("step", "time"), profile_rows(data["api_profile"])),
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+def bench_files() -> list[Path]:
+    return sorted(DATA.glob("bench-*.json"))
+
+
+def render_bench() -> str:
+    from benchmarks.report import render
+
+    files = bench_files()
+    if not files:
+        return _not_published("make bench")
+    parts = []
+    for path in files:
+        data = _load(path)
+        machine = data.get("machine") or {}
+        facts = ", ".join(
+            str(x)
+            for x in (
+                data.get("started_utc") or data.get("started"),
+                f"commit {data['commit']}" if data.get("commit") else None,
+                f"{machine['nproc']} CPUs" if machine.get("nproc") else None,
+            )
+            if x
+        )
+        parts.append(f"#### `docs/data/{path.name}`" + (f" ({facts})" if facts else ""))
+        parts.append(render(data).replace("\n### ", "\n##### ").replace("### ", "##### ", 1))
+    return "\n\n".join(parts) + "\n"
+
+
+RENDERERS = {"latency": render_latency, "capacity-page": render_capacity_page, "bench": render_bench}
+
+
+def render_page(text: str) -> str:
+    """``text`` (docs/performance.md) with every generated section rendered anew from docs/data/."""
+    seen = set()
+
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in RENDERERS:
+            raise ValueError(f"docs/performance.md: unknown generated section {name!r}; known: {SECTIONS}")
+        seen.add(name)
+        return match[1] + "\n" + RENDERERS[name]() + "\n" + match[4]
+
+    out = _MARKED.sub(fill, text)
+    missing = set(SECTIONS) - seen
+    if missing:
+        raise ValueError(f"docs/performance.md lacks the generated sections {sorted(missing)}")
+    return out
+
+
+def publish(results: Sequence[Path]) -> list[Path]:
+    """Copy the results into docs/data/ (slimmed); returns the files written."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in results:
+        target = DATA / source.name
+        target.write_text(json.dumps(slim(_load(source)), indent=1, default=str) + "\n", encoding="utf-8")
+        written.append(target)
+    for source, target in ((LATENCY_RUN, LATENCY), (CAPACITY_PAGE_RUN, CAPACITY_PAGE)):
+        if source.exists():
+            target.write_text(json.dumps(slim(_load(source)), indent=1, default=str) + "\n", encoding="utf-8")
+            written.append(target)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.publish", description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="*", type=Path, help="bench-*.json files (default: the newest)")
+    parser.add_argument("--render", action="store_true", help="only re-render docs/performance.md")
+    args = parser.parse_args(argv)
+    if not args.render:
+        results = args.results
+        if not results:
+            newest = sorted(p for p in RESULTS.glob("bench-*.json") if not p.stem.endswith("-smoke"))
+            results = newest[-1:]
+        for path in publish(results):
+            print(f"wrote {path.relative_to(ROOT)}")
+    PAGE.write_text(render_page(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
