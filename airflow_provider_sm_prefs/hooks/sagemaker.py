@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -158,18 +158,11 @@ class SageMakerPreferenceHook(AwsBaseHook):
         return PreflightLookups(self)
 
     def preflight_facts(
-        self,
-        kind: JobKind,
-        entries: Iterable[tuple[str, str | None]],
-        *,
-        checks: bool,
-        prices: bool,
-        known_prices: Mapping[str, float] | None = None,
+        self, kind: JobKind, entries: Iterable[tuple[str, str | None]], **options: Any
     ) -> Facts:
-        """What the guardrails need for ``entries``: see :meth:`.PreflightLookups.preflight_facts`."""
-        return self.lookups.preflight_facts(
-            kind, entries, checks=checks, prices=prices, known_prices=known_prices
-        )
+        """:meth:`.PreflightLookups.preflight_facts` of :attr:`lookups` (``checks``, ``prices`` and
+        ``known_prices`` as there): the one look-up the operators' guardrails ask the hook for."""
+        return self.lookups.preflight_facts(kind, entries, **options)
 
     # -- sync ----------------------------------------------------------------------------------------
     def create_job(
