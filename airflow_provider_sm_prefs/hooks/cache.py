@@ -31,6 +31,9 @@ def default_directory() -> Path:
     )
 
 
+# Not cachetools' TTLCache: each entry has its own lifetime (a price a day, a quota ten minutes, a
+# failure five), and the entries are shared through files by the task processes of a worker. The keys
+# are few (a handful of services and instance types per connection), so no size bound is needed.
 class TtlCache:
     """A thread-safe map whose entries expire, backed by files in ``directory`` when one is given.
 

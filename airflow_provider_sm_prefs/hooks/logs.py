@@ -2,9 +2,9 @@
 
 SageMaker writes one stream per instance into ``/aws/sagemaker/TrainingJobs`` or
 ``/aws/sagemaker/ProcessingJobs`` (:attr:`JobKindSpec.log_group`), named ``<job name>/algo-<n>-<epoch>``.
-:meth:`SageMakerJobLogsHook.read_job_logs` lists them (DescribeLogStreams, paginated), reads the last
-lines of each (GetLogEvents from the end, paging backwards until it has enough) and merges them by
-timestamp, keeping the last ``max_lines``. Reading from the end keeps a long job's cost bounded by the
+:meth:`SageMakerJobLogsHook.read_job_logs` lists them (DescribeLogStreams, botocore's paginator),
+reads the last lines of each (GetLogEvents from the end, paging backwards until it has enough) and
+merges them by timestamp, keeping the last ``max_lines``. Reading from the end keeps a long job's cost bounded by the
 cap, not by the job's length, and keeps the lines that explain a failure.
 
 Calls: ``logs:DescribeLogStreams`` and ``logs:GetLogEvents`` on the job kind's log group.
@@ -91,28 +91,25 @@ class SageMakerJobLogsHook(AwsBaseHook):
 
     def stream_names(self, kind: JobKind, job_name: str) -> list[str]:
         """Every stream of the job, by name (DescribeLogStreams, all pages)."""
-        names: list[str] = []
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {
-                "logGroupName": kind.spec.log_group,
-                "logStreamNamePrefix": f"{job_name}/",
-                "orderBy": "LogStreamName",
-                "limit": MAX_STREAMS_PER_CALL,
-            }
-            if token:
-                params["nextToken"] = token
-            page = self._call("describe_log_streams", params, f"DescribeLogStreams {job_name}")
-            names += [str(s["logStreamName"]) for s in page.get("logStreams", [])]
-            token = page.get("nextToken")
-            if not token:
-                return names
+
+        def read() -> list[str]:
+            # A transient error lists again from the first page: a job has one stream per instance.
+            pages = self.conn.get_paginator("describe_log_streams").paginate(
+                logGroupName=kind.spec.log_group,
+                logStreamNamePrefix=f"{job_name}/",
+                orderBy="LogStreamName",
+                PaginationConfig={"PageSize": MAX_STREAMS_PER_CALL},
+            )
+            return [str(s["logStreamName"]) for page in pages for s in page.get("logStreams", [])]
+
+        return retry_sync(read, f"DescribeLogStreams {job_name}")
 
     def last_events(self, group: str, stream: str, count: int) -> tuple[list[dict[str, Any]], bool]:
         """The last ``count`` events of a stream, oldest first; and whether earlier ones may exist.
 
         GetLogEvents from the end of the stream, then backwards page by page: one response holds at most
-        10,000 events or 1 MB, so fewer than asked does not mean the stream has no more.
+        10,000 events or 1 MB, so fewer than asked does not mean the stream has no more. Paged by hand:
+        botocore has no paginator for GetLogEvents, and this one stops at ``count`` and probes once.
         """
         events: list[dict[str, Any]] = []
         token: str | None = None

@@ -1,9 +1,11 @@
 """The look-ups behind the guardrails before submit: Service Quotas, training plans, the Price List API.
 
-A mixin of :class:`~airflow_provider_sm_prefs.hooks.sagemaker.SageMakerPreferenceHook`, so the clients
-come from the same connection (region, credentials, ``endpoint_url`` and per-service config in its
-extra). Each look-up that cannot run — access denied, endpoint unreachable, throttled past a short
-retry — becomes one *unchecked* line and never fails the task.
+:class:`PreflightLookups` works on the connection of the
+:class:`~airflow_provider_sm_prefs.hooks.sagemaker.SageMakerPreferenceHook` it is given (region,
+credentials, ``endpoint_url`` and per-service config in its extra), so the guardrails ask the same
+account the job goes to; the SageMaker hook holds one (``SageMakerPreferenceHook.lookups``) and keeps
+its own calls about jobs. Each look-up that cannot run — access denied, endpoint unreachable,
+throttled past a short retry — becomes one *unchecked* line and never fails the task.
 
 Results are cached (:class:`~.cache.TtlCache`: in memory and in a per-user directory the task processes
 of a worker share): prices for a day, quotas for ten minutes, failures for five; training plans are
@@ -18,7 +20,8 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from functools import partial
+from functools import cached_property
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
@@ -87,30 +90,31 @@ def _why(err: Exception) -> str:
 
 
 if TYPE_CHECKING:
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook as _HookBase
-else:
-    _HookBase = object
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
 
-class PreflightLookups(_HookBase):
-    """Quotas, training plans and prices for the guardrails (mixed into the SageMaker hook)."""
+class PreflightLookups:
+    """Quotas, training plans and prices for the guardrails, on the connection of ``hook``.
 
+    :param hook: the SageMaker hook of the task: its connection, region and config reach the other
+        services, and its client describes training plans.
+    """
+
+    def __init__(self, hook: AwsBaseHook) -> None:
+        self.hook = hook
+        self._clients: dict[tuple[str, str | None], Any] = {}
+
+    @cached_property
     def _identity(self) -> tuple[Any, ...]:
         """Who asks where: connection, region, endpoint and a digest of the access key id."""
-        known: tuple[Any, ...] | None = self.__dict__.get("_preflight_identity")
-        if known is not None:
-            return known
         try:
-            access_key = (
-                self._preflight_session_().get_credentials().get_frozen_credentials().access_key or ""
-            )
+            access_key = self._session.get_credentials().get_frozen_credentials().access_key or ""
         except Exception:  # no credentials yet: the calls themselves will say so
             access_key = ""
         digest = hashlib.sha256(access_key.encode()).hexdigest()[:16]
-        endpoint = self.conn_config.get_service_endpoint_url("sagemaker") if self.conn_config else None
-        identity = (self.aws_conn_id, self.conn_region_name, endpoint, digest)
-        self.__dict__["_preflight_identity"] = identity
-        return identity
+        config = self.hook.conn_config
+        endpoint = config.get_service_endpoint_url("sagemaker") if config else None
+        return (self.hook.aws_conn_id, self.hook.conn_region_name, endpoint, digest)
 
     def preflight_facts(
         self,
@@ -128,7 +132,7 @@ class PreflightLookups(_HookBase):
         :param known_prices: prices the DAG gave; those types are not looked up.
         """
         listed = list(entries)
-        facts = Facts(region=self.conn_region_name)
+        facts = Facts(region=self.hook.conn_region_name)
         if checks:
             self._quota_facts(kind, [t for t, _ in listed], facts)
             for _, plan in listed:
@@ -143,12 +147,12 @@ class PreflightLookups(_HookBase):
     # -- quotas ----------------------------------------------------------------------------------------
     def _failed(self, service: str) -> str | None:
         """Why ``service`` failed for this identity within :data:`FAILURE_TTL`, if it did."""
-        hit, reason = _CACHE.get(("failed", service, *self._identity()))
+        hit, reason = _CACHE.get(("failed", service, *self._identity))
         return str(reason) if hit else None
 
     def _remember_failure(self, service: str, err: Exception) -> str:
         reason = _why(err)
-        _CACHE.put(("failed", service, *self._identity()), reason, FAILURE_TTL)
+        _CACHE.put(("failed", service, *self._identity), reason, FAILURE_TTL)
         return reason
 
     def _quota_facts(self, kind: JobKind, types: list[str], facts: Facts) -> None:
@@ -169,25 +173,24 @@ class PreflightLookups(_HookBase):
 
     def quota_table(self) -> dict[str, float]:
         """Every SageMaker quota of the account and region, by name (cached for :data:`QUOTA_TTL`)."""
-        key = ("quotas", *self._identity())
+        key = ("quotas", *self._identity)
         hit, value = _CACHE.get(key)
         if hit:
             return dict(value)
-        client = self._preflight_client("service-quotas", self.conn_region_name)
-        table: dict[str, float] = {}
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {"ServiceCode": "sagemaker", "MaxResults": 100}
-            if token:
-                params["NextToken"] = token
-            page = retry_sync(
-                partial(client.list_service_quotas, **params), "ListServiceQuotas", PREFLIGHT_RETRY
+        client = self._client("service-quotas", self.hook.conn_region_name)
+
+        def read() -> dict[str, float]:
+            # A transient error reads the table again from its first page: it is a few pages long.
+            pages = client.get_paginator("list_service_quotas").paginate(
+                ServiceCode="sagemaker", PaginationConfig={"PageSize": 100}
             )
-            for quota in page.get("Quotas") or []:
-                table[str(quota.get("QuotaName"))] = float(quota.get("Value", 0))
-            token = page.get("NextToken")
-            if not token:
-                break
+            return {
+                str(quota.get("QuotaName")): float(quota.get("Value", 0))
+                for page in pages
+                for quota in page.get("Quotas") or []
+            }
+
+        table = retry_sync(read, "ListServiceQuotas", PREFLIGHT_RETRY)
         _CACHE.put(key, table, QUOTA_TTL)
         return dict(table)
 
@@ -195,7 +198,7 @@ class PreflightLookups(_HookBase):
     def _plan_facts(self, arn: str, facts: Facts) -> None:
         try:
             response = retry_sync(
-                lambda: self.conn.describe_training_plan(TrainingPlanName=arn),
+                lambda: self.hook.conn.describe_training_plan(TrainingPlanName=arn),
                 "DescribeTrainingPlan",
                 PREFLIGHT_RETRY,
             )
@@ -226,8 +229,8 @@ class PreflightLookups(_HookBase):
     def hourly_price(self, kind: JobKind, instance_type: str) -> float | None:
         """USD per instance-hour of ``instance_type`` for ``kind`` jobs in the hook's region; None when the
         price list has none there (cached for :data:`PRICE_TTL`)."""
-        region = self.conn_region_name or "us-east-1"
-        key = ("price", kind.value, instance_type, *self._identity())
+        region = self.hook.conn_region_name or "us-east-1"
+        key = ("price", kind.value, instance_type, *self._identity)
         hit, value = _CACHE.get(key)
         if hit:
             return value  # type: ignore[no-any-return]
@@ -236,48 +239,42 @@ class PreflightLookups(_HookBase):
             {"Type": "TERM_MATCH", "Field": "instanceName", "Value": instance_type},
             {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
         ]
-        products: list[Any] = []
-        params: dict[str, Any] = {"ServiceCode": PRICE_SERVICE_CODE, "Filters": filters, "MaxResults": 100}
-        for _ in range(PRICE_MAX_PAGES):
+
+        def read() -> list[Any]:
             # Every SageMaker component of the instance (training, processing, hosting...) is a product:
-            # the one wanted may be on any page.
-            response = retry_sync(
-                lambda: client.get_products(**params), f"GetProducts {instance_type}", PREFLIGHT_RETRY
+            # the one wanted may be on any of the first pages. A transient error reads them again.
+            pages = client.get_paginator("get_products").paginate(
+                ServiceCode=PRICE_SERVICE_CODE, Filters=filters, PaginationConfig={"PageSize": 100}
             )
-            products.extend(response.get("PriceList") or [])
-            token = response.get("NextToken")
-            if not token:
-                break
-            params["NextToken"] = token
+            return [item for page in islice(pages, PRICE_MAX_PAGES) for item in page.get("PriceList") or []]
+
+        products = retry_sync(read, f"GetProducts {instance_type}", PREFLIGHT_RETRY)
         price = usd_per_hour(products, _COMPONENT[kind])
         _CACHE.put(key, price, PRICE_TTL)
         return price
 
     def _pricing_client(self, region: str) -> Any:
-        return self._preflight_client("pricing", region if region in PRICING_REGIONS else "us-east-1")
+        return self._client("pricing", region if region in PRICING_REGIONS else "us-east-1")
 
-    def _preflight_session_(self) -> Any:
-        if "_preflight_session" not in self.__dict__:
-            self.__dict__["_preflight_session"] = self.get_session(region_name=self.conn_region_name)
-        return self.__dict__["_preflight_session"]
+    @cached_property
+    def _session(self) -> Any:
+        return self.hook.get_session(region_name=self.hook.conn_region_name)
 
-    def _preflight_client(self, service: str, region: str | None) -> Any:
-        """A client of another service on this hook's connection: its credentials, endpoint and config."""
-        clients: dict[tuple[str, str | None], Any] = self.__dict__.setdefault("_preflight_clients", {})
-        if (service, region) not in clients:
+    def _client(self, service: str, region: str | None) -> Any:
+        """A client of another service on the hook's connection: its credentials, endpoint and config."""
+        if (service, region) not in self._clients:
+            hook = self.hook
             session = (
-                self._preflight_session_()
-                if region == self.conn_region_name
-                else self.get_session(region_name=region)
+                self._session if region == hook.conn_region_name else hook.get_session(region_name=region)
             )
-            clients[(service, region)] = session.client(
+            self._clients[(service, region)] = session.client(
                 service_name=service,
                 region_name=region,
-                endpoint_url=self.conn_config.get_service_endpoint_url(service_name=service),
-                config=PREFLIGHT_CLIENT_CONFIG.merge(self._get_config(None)),
-                verify=self.verify,
+                endpoint_url=hook.conn_config.get_service_endpoint_url(service_name=service),
+                config=PREFLIGHT_CLIENT_CONFIG.merge(hook._get_config(None)),
+                verify=hook.verify,
             )
-        return clients[(service, region)]
+        return self._clients[(service, region)]
 
 
 def _moment(value: Any) -> datetime | None:

@@ -1,10 +1,11 @@
 """SageMaker calls for jobs submitted with instance preferences: submit once, describe, stop, classify.
 
 The hook makes the calls about one job: Create, Describe and Stop for the operators, the sensor and the
-failure callback, and the trigger's Describe and Stop (async, on a client the trigger passes in);
-through :class:`~.preflight.PreflightLookups` also the guardrails' look-ups (Service Quotas, Pricing,
-DescribeTrainingPlan). Callers build it from their :class:`AwsSettings` and never spell operation or
-field names themselves (those come from :mod:`airflow_provider_sm_prefs.domain.kinds`).
+failure callback, and the trigger's Describe and Stop (async, on a client the trigger passes in). The
+guardrails' look-ups about the account (Service Quotas, Pricing, DescribeTrainingPlan) are
+:class:`~.preflight.PreflightLookups`, on the hook's connection (:attr:`SageMakerPreferenceHook.lookups`).
+Callers build the hook from their :class:`AwsSettings` and never spell operation or field names
+themselves (those come from :mod:`airflow_provider_sm_prefs.domain.kinds`).
 
 Three places call AWS without it, each for calls that are about no single job:
 
@@ -25,13 +26,16 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.guardrails import Facts
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.hooks.clock import service_now
@@ -131,7 +135,7 @@ class AwsSettings:
         )
 
 
-class SageMakerPreferenceHook(PreflightLookups, AwsBaseHook):
+class SageMakerPreferenceHook(AwsBaseHook):
     """SageMaker calls for instance preference lists, on the amazon provider's ``AwsBaseHook``.
 
     The arguments are ``AwsBaseHook``'s, passed through (the client type is always ``sagemaker``):
@@ -147,6 +151,18 @@ class SageMakerPreferenceHook(PreflightLookups, AwsBaseHook):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["client_type"] = "sagemaker"
         super().__init__(*args, **kwargs)
+
+    @cached_property
+    def lookups(self) -> PreflightLookups:
+        """The guardrails' look-ups (quotas, training plans, prices) on this hook's connection."""
+        return PreflightLookups(self)
+
+    def preflight_facts(
+        self, kind: JobKind, entries: Iterable[tuple[str, str | None]], **options: Any
+    ) -> Facts:
+        """:meth:`.PreflightLookups.preflight_facts` of :attr:`lookups` (``checks``, ``prices`` and
+        ``known_prices`` as there): the one look-up the operators' guardrails ask the hook for."""
+        return self.lookups.preflight_facts(kind, entries, **options)
 
     # -- sync ----------------------------------------------------------------------------------------
     def create_job(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import threading
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from airflow.models.dagrun import DagRun
 from airflow.models.xcom import XComModel
+from cachetools import LRUCache
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select  # SQLAlchemy 1.4 (Airflow 3.0) has it here only
@@ -53,8 +53,8 @@ class RecordCache:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._records: OrderedDict[RowKey, CapacityRecord | None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._records: LRUCache[RowKey, CapacityRecord | None] = LRUCache(maxsize=size)
+        self._lock = threading.Lock()  # LRUCache is not thread-safe: a read reorders it
 
     def __len__(self) -> int:
         return len(self._records)
@@ -65,15 +65,12 @@ class RecordCache:
         with self._lock:
             for key in keys:
                 if key in self._records:
-                    self._records.move_to_end(key)
-                    found[key] = self._records[key]
+                    found[key] = self._records[key]  # and it becomes the most recently used
         return found
 
     def put_many(self, records: Mapping[RowKey, CapacityRecord | None]) -> None:
         with self._lock:
             self._records.update(records)
-            while len(self._records) > self.size:
-                self._records.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:

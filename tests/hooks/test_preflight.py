@@ -147,7 +147,7 @@ def test_the_price_is_found_on_a_later_getproducts_page(sm: Any) -> None:
 
     clear_cache()
     hook = SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-east-1")
-    client = hook._pricing_client("us-east-1")
+    client = hook.lookups._pricing_client("us-east-1")
     with Stubber(client) as stub:
         stub.add_response(
             "get_products",
@@ -166,5 +166,5 @@ def test_the_price_is_found_on_a_later_getproducts_page(sm: Any) -> None:
                 "NextToken": "p2",
             },
         )
-        assert hook.hourly_price(JobKind.TRAINING, G5) == 7.5
+        assert hook.lookups.hourly_price(JobKind.TRAINING, G5) == 7.5
         stub.assert_no_pending_responses()
