@@ -303,7 +303,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         try:
             hook = SageMakerPreferenceHook(**AwsSettings.of(self).hook_kwargs())
             for instance_type in group.instance_types:
-                price = hook.hourly_price(JobKind.TRAINING, instance_type)
+                price = hook.lookups.hourly_price(JobKind.TRAINING, instance_type)
                 if price is not None:
                     prices[instance_type] = price
         except Exception:  # prices are a report, never a reason to fail the task
