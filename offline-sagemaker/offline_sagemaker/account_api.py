@@ -4,12 +4,14 @@
   status (pinned, or from the window: Scheduled before it, Active within, Expired after), the window, and
   total / in-use / available instances (available is total minus in use while Active, else 0).
 - Service Quotas ``ListServiceQuotas`` / ``GetServiceQuota`` (ServiceCode ``sagemaker``): one quota per
-  training and processing instance type, named as AWS names them (``ml.p4d.24xlarge for training job
-  usage``), valued as the emulator enforces them (the scenario's ``quotas``; types without one are not
-  limited and are reported at :data:`UNLIMITED_QUOTA`). Codes are stable per name (``L-`` + 8 hex).
-- Price List ``GetProducts`` (ServiceCode ``AmazonSageMaker``): one product per type, region and job
-  component priced in the scenario's ``prices``, in AWS's format — ``PriceList`` holds JSON *strings*
-  with ``product.attributes`` and ``terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD``.
+  training, processing and HyperPod cluster instance type, named as AWS names them (``ml.p4d.24xlarge
+  for training job usage``, ``ml.p5.48xlarge for cluster usage``), valued as the emulator enforces them
+  (the scenario's ``quotas``; types without one are not limited and are reported at
+  :data:`UNLIMITED_QUOTA`). Codes are stable per name (``L-`` + 8 hex).
+- Price List ``GetProducts`` (ServiceCode ``AmazonSageMaker``): one product per type, region and
+  component (Training, Processing, and Cluster for HyperPod nodes) priced in the scenario's ``prices``,
+  in AWS's format — ``PriceList`` holds JSON *strings* with ``product.attributes`` and
+  ``terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD``.
 
 Requests are validated against botocore's models of each service, as the other operations are.
 """
@@ -35,8 +37,12 @@ __all__ = ["UNLIMITED_QUOTA", "AccountApi", "quota_code"]
 UNLIMITED_QUOTA = 10000.0
 PRICE_SERVICE_CODE = "AmazonSageMaker"
 QUOTA_SERVICE_CODE = "sagemaker"
-_COMPONENTS = {"training": "Training", "processing": "Processing"}
-_USAGE = {"training": "training job usage", "processing": "processing job usage"}
+_COMPONENTS = {"training": "Training", "processing": "Processing", "cluster": "Cluster"}
+_USAGE = {
+    "training": "training job usage",
+    "processing": "processing job usage",
+    "cluster": "cluster usage",
+}
 _OFFER_TERM = "JRTCKXETXF"
 _RATE_CODE = "6YS6EN2CT7"
 
@@ -144,7 +150,7 @@ class AccountApi:
 
     def _quotas(self) -> Iterator[dict[str, Any]]:
         scenario = self.engine.scenario
-        for kind in ("training", "processing"):
+        for kind in _USAGE:
             for instance_type in sorted(instance_types(kind)):
                 name = f"{instance_type} for {_USAGE[kind]}"
                 code = quota_code(name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from offline_sagemaker.account_api import AccountApi
 from offline_sagemaker.botocore_model import service_model
+from offline_sagemaker.cluster_api import ClusterApi
 from offline_sagemaker.engine import Engine
 from offline_sagemaker.exceptions import (
     AccessDenied,
@@ -83,6 +84,8 @@ class SageMakerApi:
         self._handlers.update(AccountApi(engine).handlers())
         # The CloudWatch Logs reads of the jobs' log streams.
         self._handlers.update(LogsApi(engine).handlers())
+        # HyperPod clusters, drawing from the same capacity as the jobs.
+        self._handlers.update(ClusterApi(engine).handlers())
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one operation at the emulated now; raises :class:`~.exceptions.ApiError` for client errors."""

@@ -22,8 +22,12 @@ __all__ = [
     "service_model",
 ]
 
-#: Shape names of the instance-type enums per job kind.
-INSTANCE_TYPE_SHAPES = {"training": "TrainingInstanceType", "processing": "ProcessingInstanceType"}
+#: Shape names of the instance-type enums per job kind, and of HyperPod cluster nodes.
+INSTANCE_TYPE_SHAPES = {
+    "training": "TrainingInstanceType",
+    "processing": "ProcessingInstanceType",
+    "cluster": "ClusterInstanceType",
+}
 
 
 @cache
@@ -46,11 +50,11 @@ def operation_model(operation: str, service: str = "sagemaker") -> OperationMode
 
 @cache
 def instance_types(kind: str) -> frozenset[str]:
-    """The instance types a ``kind`` job (``training`` or ``processing``) accepts."""
+    """The instance types a ``kind`` job (``training`` or ``processing``) or a ``cluster`` node accepts."""
     return frozenset(service_model().shape_for(INSTANCE_TYPE_SHAPES[kind]).enum)
 
 
 @cache
 def all_instance_types() -> frozenset[str]:
-    """Every instance type of either job kind."""
-    return instance_types("training") | instance_types("processing")
+    """Every instance type of either job kind or of cluster nodes."""
+    return instance_types("training") | instance_types("processing") | instance_types("cluster")

@@ -1,11 +1,14 @@
 """Capacity pools of the offline SageMaker: how many instances exist when, who holds them, who waits.
 
 A pool is On-Demand capacity of one instance type (sized by the scenario's capacity windows, possibly
-repeating every ``capacity_period``) or one training plan (its ``count`` within its window). Jobs waiting
-for capacity are indexed by the pools they could use, so a release only re-examines the jobs that could
-take the freed instances, in creation (FIFO) order. That keeps a thousand concurrent jobs cheap.
+repeating every ``capacity_period``) or one training plan (its ``count`` within its window). Jobs and
+HyperPod instance groups draw from the same On-Demand pools. What waits for capacity (a job, or a
+group short of its target) is indexed by the pools it could use, so a release only re-examines the
+waiters that could take the freed instances, in creation (FIFO) order. That keeps a thousand concurrent
+jobs cheap.
 
-No lifecycle here: :mod:`.engine` decides what a job does once it gets (or does not get) capacity.
+No lifecycle here: :mod:`.engine` and :mod:`.clusters` decide what a job or a group does once it gets
+(or does not get) capacity.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from offline_sagemaker.clock import EmulatedClock
+from offline_sagemaker.cluster_models import InstanceGroup, Node
 from offline_sagemaker.models import Choice, Job, JobKind, PoolKey
 from offline_sagemaker.scenario_types import CapacityWindow, Scenario
 
-__all__ = ["Boundary", "CapacityPools"]
+__all__ = ["Boundary", "CapacityPools", "Waiter"]
+
+#: What waits for capacity: a job in Pending, or an instance group short of its target.
+Waiter = Job | InstanceGroup
 
 #: A capacity boundary event: ``("od-pattern", capacity key, (cycle, offset) if periodic)`` or
 #: ``("plan", plan ARN, None)``.
@@ -38,7 +45,8 @@ class CapacityPools:
         self._clock = clock
         self._in_use: dict[PoolKey, int] = {}
         self._held_by_kind: dict[tuple[JobKind, str], int] = {}
-        self._waiting: dict[int, Job] = {}
+        self._held_by_clusters: dict[str, int] = {}
+        self._waiting: dict[int, Waiter] = {}
         self._waiting_by_key: dict[PoolKey, set[int]] = {}
         self._windows_cache: dict[str, Any] = {}
         self._pool_cache: dict[str, _Windows | None] = {}
@@ -88,6 +96,10 @@ class CapacityPools:
         """Instances of ``instance_type`` held right now by jobs of ``kind`` (for quota checks)."""
         return self._held_by_kind.get((kind, instance_type), 0)
 
+    def cluster_utilization(self, instance_type: str) -> int:
+        """Instances of ``instance_type`` held right now by HyperPod cluster nodes (for quota checks)."""
+        return self._held_by_clusters.get(instance_type, 0)
+
     def in_use(self, key: PoolKey) -> int:
         """Instances of a pool held right now."""
         return self._in_use.get(key, 0)
@@ -124,49 +136,58 @@ class CapacityPools:
         job.held = {}
         return released
 
+    def take_node(self, node: Node) -> None:
+        """``node`` holds one instance of its type's On-Demand pool until :meth:`release_node`."""
+        key = ("od", node.instance_type)
+        self._in_use[key] = self._in_use.get(key, 0) + 1
+        self._held_by_clusters[node.instance_type] = self._held_by_clusters.get(node.instance_type, 0) + 1
+
+    def release_node(self, node: Node) -> PoolKey:
+        """Give back the instance ``node`` holds; returns the pool that grew."""
+        key = ("od", node.instance_type)
+        self._in_use[key] -= 1
+        self._held_by_clusters[node.instance_type] -= 1
+        return key
+
     # ------------------------------------------------------------------------------------ waiting
 
-    def wait(self, job: Job) -> None:
-        """``job`` waits for any of the pools its choices use."""
-        self._waiting[job.seq] = job
-        for choice in job.spec.choices:
-            for key in _keys(choice):
-                self._waiting_by_key.setdefault(key, set()).add(job.seq)
-
-    def unwait(self, job: Job) -> None:
-        """``job`` no longer waits (selected, stopped or expired); a no-op if it was not waiting."""
-        if self._waiting.pop(job.seq, None) is None:
+    def wait(self, waiter: Waiter) -> None:
+        """``waiter`` waits for any of the pools it could use (a no-op if it already waits)."""
+        if waiter.seq in self._waiting:
             return
-        for choice in job.spec.choices:
-            for key in _keys(choice):
-                seqs = self._waiting_by_key.get(key)
-                if seqs is not None:
-                    seqs.discard(job.seq)
-                    if not seqs:
-                        del self._waiting_by_key[key]
+        self._waiting[waiter.seq] = waiter
+        for key in _waited_keys(waiter):
+            self._waiting_by_key.setdefault(key, set()).add(waiter.seq)
 
-    def ready(self, keys: Iterable[PoolKey], now: float) -> Iterator[tuple[Job, Choice, dict[PoolKey, int]]]:
-        """Capacity in ``keys`` may have grown: waiting jobs that can start now, in creation order.
+    def unwait(self, waiter: Waiter) -> None:
+        """``waiter`` no longer waits (served, stopped, expired); a no-op if it was not waiting."""
+        if self._waiting.pop(waiter.seq, None) is None:
+            return
+        for key in _waited_keys(waiter):
+            seqs = self._waiting_by_key.get(key)
+            if seqs is not None:
+                seqs.discard(waiter.seq)
+                if not seqs:
+                    del self._waiting_by_key[key]
 
-        Each yielded job is no longer waiting; the caller must :meth:`take` its choice before asking for
-        the next one, as later jobs see the capacity that is left.
+    def ready(self, keys: Iterable[PoolKey], now: float) -> Iterator[Waiter]:
+        """Capacity in ``keys`` may have grown: the waiters that could use it, in creation order.
+
+        The caller tries each (and :meth:`unwait` s what it serves) before asking for the next one, as
+        later waiters see the capacity that is left.
         """
         keys = list(keys)
         candidates: set[int] = set()
         for key in keys:
             candidates.update(self._waiting_by_key.get(key, ()))
         for seq in sorted(candidates):
-            # A waiting job had no usable entry when last checked, and only ``keys`` changed since, so
-            # once those pools are empty no later candidate can start either.
+            # A waiter could not be served when last checked, and only ``keys`` changed since, so once
+            # those pools are empty no later candidate can be served either.
             if all(self.available(key, now) <= 0 for key in keys):
                 break
-            job = self._waiting.get(seq)
-            if job is None:
-                continue
-            found = self.find_choice(job, now)
-            if found is not None:
-                self.unwait(job)
-                yield job, *found
+            waiter = self._waiting.get(seq)
+            if waiter is not None:
+                yield waiter
 
     # ------------------------------------------------------------------------------------ pool sizes
 
@@ -229,6 +250,15 @@ class CapacityPools:
             if start <= now < end:
                 return free
         return 0
+
+
+def _waited_keys(waiter: Waiter) -> list[PoolKey]:
+    """The pools a waiter could use: every choice of a job, every listed type of a group."""
+    match waiter:
+        case Job():
+            return [key for choice in waiter.spec.choices for key in _keys(choice)]
+        case InstanceGroup():
+            return [("od", instance_type) for instance_type in waiter.spec.types]
 
 
 def _keys(choice: Choice) -> list[PoolKey]:

@@ -20,7 +20,8 @@ __all__ = ["EmulatedClock", "Event", "EventQueue"]
 
 
 class Event(Enum):
-    """What happens at a scheduled instant: a job's phase ends, a deadline, a capacity boundary."""
+    """What happens at a scheduled instant: a job's phase ends, a deadline, a capacity boundary, or a
+    HyperPod cluster's timer (a node comes up or goes, a group's deadline; see :mod:`.clusters`)."""
 
     EVALUATE = 1
     DOWNLOADED = 2
@@ -31,6 +32,7 @@ class Event(Enum):
     PENDING_EXPIRED = 7
     MAX_RUNTIME = 8
     CAPACITY = 9
+    CLUSTER = 10
 
 
 class EmulatedClock:

@@ -24,6 +24,8 @@ from typing import Any
 
 from offline_sagemaker.capacity import Boundary, CapacityPools
 from offline_sagemaker.clock import EmulatedClock, Event, EventQueue
+from offline_sagemaker.cluster_models import InstanceGroup
+from offline_sagemaker.clusters import ClusterFleet
 from offline_sagemaker.exceptions import ResourceInUse, ResourceNotFound, ValidationError
 from offline_sagemaker.models import (
     CapacityKind,
@@ -122,6 +124,14 @@ class Engine:
         self._pools = CapacityPools(self._scenario, self._clock)
         for when, boundary in self._pools.boundaries():
             self._events.push(when, Event.CAPACITY, boundary)
+        self._clusters = ClusterFleet(
+            self._scenario, self._pools, self._events, lambda: next(self._job_seq), self._retry
+        )
+
+    @property
+    def clusters(self) -> ClusterFleet:
+        """The HyperPod clusters of this world (they draw from the same capacity pools as jobs)."""
+        return self._clusters
 
     # -------------------------------------------------------------------------------------- queries
 
@@ -161,6 +171,10 @@ class Engine:
     def utilization(self, kind: JobKind, instance_type: str) -> int:
         """Instances of ``instance_type`` held right now by jobs of ``kind`` (for quota checks)."""
         return self._pools.utilization(kind, instance_type)
+
+    def cluster_utilization(self, instance_type: str) -> int:
+        """Instances of ``instance_type`` held right now by HyperPod cluster nodes (for quota checks)."""
+        return self._pools.cluster_utilization(instance_type)
 
     def plan_in_use(self, arn: str) -> int:
         """Instances of the training plan ``arn`` held right now."""
@@ -225,6 +239,9 @@ class Engine:
         for when, event, ref, token in self._events.pop_due(now):
             if event is Event.CAPACITY:
                 self._on_capacity_boundary(ref, when)
+                continue
+            if event is Event.CLUSTER:
+                self._clusters.on_timer(ref, token, when)
                 continue
             job: Job = ref
             if token != job.token:
@@ -327,9 +344,16 @@ class Engine:
             self._schedule(job, now + runtime, Event.RUN_END)
 
     def _retry(self, keys: Iterable[PoolKey], now: float) -> None:
-        """Capacity in ``keys`` may have grown: give it to waiting jobs in creation order."""
-        for job, choice, needs in self._pools.ready(keys, now):
-            self._select(job, choice, needs, now)
+        """Capacity in ``keys`` may have grown: give it to waiting jobs and groups in creation order."""
+        for waiter in self._pools.ready(keys, now):
+            match waiter:
+                case Job():
+                    found = self._pools.find_choice(waiter, now)
+                    if found is not None:
+                        self._pools.unwait(waiter)
+                        self._select(waiter, *found, now)
+                case InstanceGroup():
+                    self._clusters.provision(waiter, now)
 
     # ----------------------------------------------------------------------------------- transitions
 

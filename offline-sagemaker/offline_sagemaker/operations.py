@@ -2,9 +2,10 @@
 
 Requests name their operation in the ``X-Amz-Target`` header (``<target prefix>.<Operation>``, AWS's
 JSON protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast
-path. Besides the eight SageMaker job operations, the emulator serves what a client checks before it
-submits: training plans (SageMaker), Service Quotas and the Price List API, from the same scenario; and
-the CloudWatch Logs reads of the jobs' log streams.
+path. Besides the eight SageMaker job operations, the emulator serves HyperPod clusters (the cluster
+operations, and the tag operations on a cluster's ARN: :data:`RESOURCE_ROUTED`), what a client checks
+before it submits: training plans (SageMaker), Service Quotas and the Price List API, from the same
+scenario; and the CloudWatch Logs reads of the jobs' log streams.
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from collections.abc import Mapping
 __all__ = [
     "JOB_NAME_PARAM",
     "OPERATIONS",
+    "RESOURCE_ROUTED",
     "SERVICE_OF",
     "TARGET_PREFIX",
     "TARGET_PREFIXES",
     "access_key_id",
     "emulated_operation",
+    "emulated_resource",
     "unknown_sagemaker_operation",
 ]
+
+#: Operations on any SageMaker resource: the emulator answers them for the resources it owns (a
+#: cluster's ARN), moto for the others (see :func:`emulated_resource`).
+RESOURCE_ROUTED: frozenset[str] = frozenset({"AddTags", "ListTags", "DeleteTags"})
 
 #: ``X-Amz-Target`` values of SageMaker operations start with this.
 TARGET_PREFIX = "SageMaker."
@@ -42,6 +49,17 @@ TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
                 "ListProcessingJobs",
                 "DescribeTrainingPlan",
                 "ListTrainingPlans",
+                "CreateCluster",
+                "UpdateCluster",
+                "DescribeCluster",
+                "DeleteCluster",
+                "ListClusters",
+                "ListClusterNodes",
+                "DescribeClusterNode",
+                "BatchDeleteClusterNodes",
+                "ListClusterEvents",
+                "DescribeClusterEvent",
+                *RESOURCE_ROUTED,
             }
         ),
     ),
@@ -72,12 +90,20 @@ JOB_NAME_PARAM: Mapping[str, str] = {
 
 
 def emulated_operation(target: str | None) -> str | None:
-    """The emulated operation an ``X-Amz-Target`` header names, or None (another service, or not emulated)."""
+    """The emulated operation an ``X-Amz-Target`` header names, or None (another service, not emulated,
+    or one of :data:`RESOURCE_ROUTED`, which the resource decides)."""
     if not target:
         return None
     prefix, _, operation = target.partition(".")
     entry = TARGET_PREFIXES.get(prefix)
-    return operation if entry is not None and operation in entry[1] else None
+    if entry is None or operation not in entry[1] or operation in RESOURCE_ROUTED:
+        return None
+    return operation
+
+
+def emulated_resource(arn: object) -> bool:
+    """Whether a SageMaker ARN names a resource the emulator owns (a HyperPod cluster)."""
+    return isinstance(arn, str) and arn.startswith("arn:aws") and ":cluster/" in arn
 
 
 def unknown_sagemaker_operation(target: str | None) -> str | None:

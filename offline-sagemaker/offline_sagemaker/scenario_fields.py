@@ -9,6 +9,7 @@ error in that order is the one reported. Every error names the offending key wit
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import itertools
@@ -22,54 +23,31 @@ from offline_sagemaker.botocore_model import all_instance_types
 from offline_sagemaker.exceptions import ScenarioError
 from offline_sagemaker.operations import OPERATIONS
 from offline_sagemaker.scenario_types import (
+    CLUSTER_KEYS,
     EVENT_KEYS,
     FAULT_KEYS,
     JOB_LOG_FIELDS,
     JOB_LOG_KEYS,
+    PARTIAL_GROUP_STATUSES,
     PHASES,
     PLAN_STATUSES,
+    SCALE_UP_TYPES,
     CapacityWindow,
+    ClusterSettings,
     EventSettings,
     Faults,
     JobLogs,
     PhaseSeconds,
+    Scenario,
     TrainingPlan,
     is_glob,
 )
 
 __all__ = ["SECTIONS", "TOP_LEVEL_KEYS", "unknown_key"]
 
-TOP_LEVEL_KEYS = frozenset(
-    {
-        "name",
-        "description",
-        "time_scale",
-        "start_epoch",
-        "job_runtime_seconds",
-        "processing_runtime_seconds",
-        "pending_timeout_outcome",
-        "processing_when_no_capacity",
-        "default_max_pending_seconds",
-        "quotas",
-        "capacity",
-        "capacity_period",
-        "training_plans",
-        "faults",
-        "rate_limits",
-        "phase_seconds",
-        "region",
-        "account_id",
-        "builtin_algorithms",
-        "seed",
-        "prices",
-        "access_denied",
-        "job_logs",
-        "describe_instance_count",
-        "iam_denied_actions",
-        "events",
-    }
-)
-_JOB_KINDS = ("training", "processing")
+#: Every top-level key of a scenario file: one per field of :class:`Scenario`, whose names they share.
+TOP_LEVEL_KEYS = frozenset(f.name for f in dataclasses.fields(Scenario))
+_QUOTA_KINDS = ("training", "processing", "cluster")
 _WINDOW_KEYS = ("from", "to", "free")
 _PLAN_KEYS = ("arn", "instance_type", "count", "from", "to", "status")
 _PLAN_ARN_PREFIX = "arn:aws:sagemaker:"
@@ -289,8 +267,8 @@ def _settings(table: tuple[_Setting, ...]) -> Section:
 def _quotas(data: Mapping[str, Any]) -> dict[str, Any]:
     quotas: dict[str, dict[str, int]] = {}
     for kind, limits in _mapping(data.get("quotas"), "quotas").items():
-        if kind not in _JOB_KINDS:
-            raise unknown_key("quotas", kind, _JOB_KINDS)
+        if kind not in _QUOTA_KINDS:
+            raise unknown_key("quotas", kind, _QUOTA_KINDS)
         where = f"quotas.{kind}"
         quotas[kind] = {
             _instance_type_key(t, where): _integer(n, f"{where}.{t}")
@@ -469,6 +447,19 @@ def _events(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _clusters(data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = _mapping(data.get("clusters"), "clusters")
+    _only_keys(raw, "clusters", CLUSTER_KEYS)
+    choices = {"scale_up_types": SCALE_UP_TYPES, "partial_group_status": PARTIAL_GROUP_STATUSES}
+    settings: dict[str, Any] = {
+        key: _choice(value, f"clusters.{key}", allowed=choices[key])
+        if key in choices
+        else _number(value, f"clusters.{key}")
+        for key, value in {**ClusterSettings().as_dict(), **raw}.items()
+    }
+    return {"clusters": ClusterSettings(**settings)}
+
+
 #: The sections in file order; each returns its part of the :class:`Scenario` keyword arguments.
 SECTIONS: tuple[Section, ...] = (
     _settings(_GENERAL),
@@ -486,4 +477,5 @@ SECTIONS: tuple[Section, ...] = (
     _job_logs,
     _iam_denied_actions,
     _events,
+    _clusters,
 )

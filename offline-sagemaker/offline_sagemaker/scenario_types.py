@@ -20,14 +20,18 @@ from typing import Any
 
 __all__ = [
     "BUILTIN_SCENARIOS",
+    "CLUSTER_KEYS",
     "DEFAULT_MAX_PENDING_SECONDS",
     "EVENT_KEYS",
     "FAULT_KEYS",
     "JOB_LOG_FIELDS",
     "JOB_LOG_KEYS",
+    "PARTIAL_GROUP_STATUSES",
     "PHASES",
     "PLAN_STATUSES",
+    "SCALE_UP_TYPES",
     "CapacityWindow",
+    "ClusterSettings",
     "EventSettings",
     "Faults",
     "JobLogs",
@@ -180,6 +184,39 @@ class EventSettings:
         return {name: getattr(self, name) for name in EVENT_KEYS}
 
 
+#: The HyperPod cluster settings, in file order, with the values the choices allow.
+CLUSTER_KEYS = (
+    "node_provisioning_seconds",
+    "node_shutdown_seconds",
+    "scale_up_types",
+    "partial_group_status",
+)
+SCALE_UP_TYPES = ("any", "running")
+PARTIAL_GROUP_STATUSES = ("in-service", "degraded")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How HyperPod cluster nodes come and go (see :mod:`.clusters`).
+
+    :param node_provisioning_seconds: emulated seconds a node is Pending once it has an instance.
+    :param node_shutdown_seconds: emulated seconds a node is ShuttingDown before its instance is free.
+    :param scale_up_types: which types a scale-up of a group that already runs nodes may add: ``any``
+        listed type, in priority order (default), or only types it ``running`` already (AWS does not say).
+    :param partial_group_status: the status of a group short of its target once ``MinInstanceCount``
+        nodes run, outside Continuous mode: ``in-service`` (default) or ``degraded`` (AWS does not say).
+    """
+
+    node_provisioning_seconds: float = 600.0
+    node_shutdown_seconds: float = 60.0
+    scale_up_types: str = "any"
+    partial_group_status: str = "in-service"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Render in the scenario file's form."""
+        return {name: getattr(self, name) for name in CLUSTER_KEYS}
+
+
 #: The sections of ``job_logs``, in file order.
 JOB_LOG_KEYS = ("training", "processing", "failure")
 #: The placeholders a ``job_logs`` line may use (``str.format`` fields).
@@ -233,7 +270,8 @@ class Scenario:
     :param pending_timeout_outcome: ``stopped`` or ``failed`` when ``MaxPendingTimeInSeconds`` expires.
     :param processing_when_no_capacity: ``wait`` or ``fail`` when no processing entry has capacity.
     :param default_max_pending_seconds: pending bound for jobs that give no ``MaxPendingTimeInSeconds``.
-    :param quotas: ``{kind: {instance type or glob: max instances}}``; absent means unlimited.
+    :param quotas: ``{kind: {instance type or glob: max instances}}`` for ``training``, ``processing``
+        and ``cluster`` (HyperPod nodes); absent means unlimited.
     :param capacity: ``{instance type or glob: windows}``; types matching nothing are unlimited.
     :param capacity_period: when set, every capacity window repeats every this many emulated seconds
         (window times are offsets into the period; an open ``to`` means the period's end).
@@ -253,6 +291,7 @@ class Scenario:
     :param iam_denied_actions: actions IAM ``SimulatePrincipalPolicy`` reports as ``implicitDeny`` (all
         others are ``allowed``).
     :param events: how job state changes reach EventBridge (see :class:`EventSettings`).
+    :param clusters: how HyperPod cluster nodes come and go (see :class:`ClusterSettings`).
     """
 
     name: str = "custom"
@@ -281,6 +320,7 @@ class Scenario:
     describe_instance_count: str = "omitted"
     iam_denied_actions: frozenset[str] = frozenset()
     events: EventSettings = field(default_factory=EventSettings)
+    clusters: ClusterSettings = field(default_factory=ClusterSettings)
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -305,7 +345,7 @@ class Scenario:
         return None
 
     def quota(self, kind: str, instance_type: str) -> int | None:
-        """Account quota for ``instance_type`` in job kind ``kind``; None = unlimited."""
+        """Account quota for ``instance_type`` in job kind ``kind`` (or ``cluster``); None = unlimited."""
         per_kind = self.quotas.get(kind, {})
         exact = per_kind.get(instance_type)
         if exact is not None:
@@ -344,6 +384,7 @@ class Scenario:
             "job_logs": self.job_logs.as_dict(),
             "describe_instance_count": self.describe_instance_count,
             "events": self.events.as_dict(),
+            "clusters": self.clusters.as_dict(),
         }
         if self.start_epoch is not None:
             out["start_epoch"] = self.start_epoch

@@ -10,23 +10,37 @@ Requests are routed in this order:
    :mod:`.iam_api`;
 4. everything else (S3, CloudWatch Logs writes, the other SageMaker operations, ...) -> moto's dispatcher.
 
+No SageMaker call ends in a bare 500: an operation neither the emulator nor moto implements is answered
+``UnknownOperationException`` naming it, and a SageMaker call moto fails on is answered
+``ValidationException`` naming it (moto's traceback stays in the server log). AddTags, ListTags and
+DeleteTags on a resource the emulator owns (a HyperPod cluster) are the emulator's, on any other
+resource moto's.
+
 Every emulated response carries a ``Date`` header in *emulated* time, because clients use the service's
 clock to compute deadlines.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import logging
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from offline_sagemaker.admin import ADMIN_PREFIX
-from offline_sagemaker.exceptions import InternalFailure, UnknownOperation
+from offline_sagemaker.exceptions import ApiError, InternalFailure, UnknownOperation, ValidationError
 from offline_sagemaker.iam_api import is_simulate_request, simulate_principal_policy
-from offline_sagemaker.operations import emulated_operation, unknown_sagemaker_operation
+from offline_sagemaker.operations import (
+    RESOURCE_ROUTED,
+    TARGET_PREFIX,
+    emulated_operation,
+    emulated_resource,
+    unknown_sagemaker_operation,
+)
 from offline_sagemaker.responses import (
     DATE_SET,
     drop_connection,
@@ -38,6 +52,8 @@ from offline_sagemaker.service import EmulatorService
 from offline_sagemaker.view import VIEW_PREFIX, job_page, jobs_page, not_found_page
 
 __all__ = ["EmulatorApp", "missing_moto"]
+
+log = logging.getLogger(__name__)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -56,6 +72,23 @@ def _moto_dispatcher() -> WsgiApp:
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise missing_moto(exc) from exc
     return DomainDispatcherApplication(create_backend_app)
+
+
+@functools.cache
+def _moto_serves(operation: str) -> bool:
+    """Whether moto's SageMaker backend has a handler for ``operation`` (else it answers a bare 500)."""
+    from moto.core.utils import camelcase_to_underscores
+    from moto.sagemaker.responses import SageMakerResponse
+
+    return callable(getattr(SageMakerResponse, camelcase_to_underscores(operation), None))
+
+
+def _resource_arn(body: bytes) -> Any:
+    try:
+        params = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    return params.get("ResourceArn") if isinstance(params, dict) else None
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -77,18 +110,16 @@ class EmulatorApp:
         target = environ.get("HTTP_X_AMZ_TARGET")
         operation = emulated_operation(target)
         if operation is not None:
-            return self._sagemaker(operation, environ, start_response)
+            return self._sagemaker(operation, self._read_body(environ), environ, start_response)
         unknown = unknown_sagemaker_operation(target)
         if unknown is not None:
             # SageMaker answers an operation it does not have in its JSON error form; moto would
             # route the request elsewhere (S3 by default) and answer 200.
             self._read_body(environ)
-            response = error_response(
-                UnknownOperation(f"Operation {unknown} is not a SageMaker operation"), time.time()
-            )
-            environ[DATE_SET] = True
-            start_response(status_line(response.status), response.headers)
-            return [response.body]
+            error = UnknownOperation(f"Operation {unknown} is not a SageMaker operation")
+            return self._error(error, environ, start_response)
+        if target and target.startswith(TARGET_PREFIX):
+            return self._other_sagemaker(target[len(TARGET_PREFIX) :], environ, start_response)
         path = environ.get("PATH_INFO", "")
         if _under(path, VIEW_PREFIX):
             return self._view(path, environ, start_response)
@@ -111,12 +142,59 @@ class EmulatorApp:
         body: bytes = environ["wsgi.input"].read(length) if length > 0 else b""
         return body
 
-    def _sagemaker(
+    def _error(
+        self, error: ApiError, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        response = error_response(error, self.service.engine.now())
+        environ[DATE_SET] = True
+        start_response(status_line(response.status), response.headers)
+        return [response.body]
+
+    def _other_sagemaker(
         self, operation: str, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        response = self.service.handle_sagemaker(
-            operation, self._read_body(environ), environ.get("HTTP_AUTHORIZATION")
-        )
+        """A SageMaker operation of botocore's model that the emulator does not serve by name."""
+        body = self._read_body(environ)
+        if operation in RESOURCE_ROUTED and emulated_resource(_resource_arn(body)):
+            return self._sagemaker(operation, body, environ, start_response)
+        if not _moto_serves(operation):
+            error = UnknownOperation(
+                f"Operation {operation} is not served by the offline SageMaker: neither the emulator nor "
+                "moto implements it"
+            )
+            return self._error(error, environ, start_response)
+        environ["wsgi.input"] = io.BytesIO(body)
+        started: list[Any] = []
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return lambda data: None
+
+        try:
+            result = self.fallback(environ, capture)
+            try:
+                payload = b"".join(result)
+            finally:
+                if hasattr(result, "close"):
+                    result.close()
+        except Exception:
+            log.exception("moto failed to serve SageMaker %s", operation)
+            started[:] = ["500 Internal Server Error", []]
+        status, headers = started
+        if status.startswith("5"):
+            log.warning("moto failed to serve SageMaker %s (answered %s)", operation, status)
+            failed = ValidationError(
+                f"The offline SageMaker could not serve {operation} for this request: its moto backend "
+                "failed on it (the server log has the details)"
+            )
+            return self._error(failed, environ, start_response)
+        start_response(status, headers)
+        return [payload]
+
+    def _sagemaker(
+        self, operation: str, body: bytes, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        response = self.service.handle_sagemaker(operation, body, environ.get("HTTP_AUTHORIZATION"))
         if response.drop:
             if drop_connection(environ.get("werkzeug.socket")):
                 raise ConnectionAbortedError("emulated connection drop")

@@ -110,10 +110,11 @@ def usd(product: dict[str, Any]) -> float:
 
 def test_get_products_prices_each_component_per_region_in_aws_format(account: OfflineSageMaker) -> None:
     p4d = products(account, P4D, "us-east-1")
-    assert {p["product"]["attributes"]["component"] for p in p4d} == {"Training"}  # training-only type
-    assert [usd(p) for p in p4d] == [37.688]
+    # Not a processing type; a HyperPod cluster type too.
+    assert {p["product"]["attributes"]["component"] for p in p4d} == {"Training", "Cluster"}
+    assert [usd(p) for p in p4d] == [37.688, 37.688]
     assert products(account, P4D, "ap-south-1")  # a bare number prices every region
-    assert [usd(p) for p in products(account, P5, "eu-west-1")] == [61.0]
+    assert [usd(p) for p in products(account, P5, "eu-west-1")] == [61.0, 61.0]  # Training, Cluster
     assert products(account, P5, "ap-south-1") == []  # no price there: not offered
     assert products(account, G5, "us-east-1") == []  # no price in the scenario at all
     m5 = account.boto3_client("pricing").get_products(
