@@ -1,0 +1,61 @@
+"""HyperPod test DAGs: one per way a flexible group's wait can end (tests/operators/test_hyperpod_runs.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_provider_sm_prefs.operators.hyperpod import SageMakerHyperPodGroupOperator
+from airflow_provider_sm_prefs.sensors.hyperpod import SageMakerHyperPodGroupSensor
+
+ROLE = "arn:aws:iam::123456789012:role/HyperPodNodeRole"
+LIFECYCLE = {"SourceS3Uri": "s3://sm-prefs-demo/hyperpod/lifecycle/", "OnCreate": "on_create.sh"}
+TYPES = ["ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"]
+FAST = {"poll_interval": 0.2, "min_defer_seconds": 0}
+
+
+def _dag(dag_id: str) -> DAG:
+    return DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 9, 15), catchup=False)
+
+
+def _group(task_id: str, **kwargs: Any) -> SageMakerHyperPodGroupOperator:
+    args: dict[str, Any] = {
+        "cluster_name": "nightly",
+        "group_name": "gpu-workers",
+        "instance_types": TYPES,
+        "instance_count": 8,
+        "execution_role": ROLE,
+        "group_config": {"LifeCycleConfig": LIFECYCLE},
+        "cluster_config": {},
+        **FAST,
+    }
+    args.update(kwargs)
+    return SageMakerHyperPodGroupOperator(task_id=task_id, **args)
+
+
+@task
+def consume(outcome: dict[str, Any]) -> dict[str, Any]:
+    """What the next task sees of the outcome."""
+    return {"mix": outcome["mix"], "ranks": outcome["accelerators_total"]}
+
+
+with _dag("hp_target") as hp_target:
+    consume(_group("scale", min_instance_count=4).output)
+
+with _dag("hp_window") as hp_window:
+    consume(_group("scale", min_instance_count=4, accept_after=1200).output)
+
+with _dag("hp_shortfall") as hp_shortfall:
+    _group("scale", max_pending=1800)
+
+with _dag("hp_invalid") as hp_invalid:
+    _group("scale", instance_types="ml.p5.48xlarge,{{ 'ml.p5.48xlarge' }}")
+
+with _dag("hp_sensor") as hp_sensor:
+    consume(
+        SageMakerHyperPodGroupSensor(
+            task_id="watch", cluster_name="nightly", group_name="gpu-workers", **FAST
+        ).output
+    )

@@ -1,0 +1,242 @@
+"""The HyperPod group operator and sensor in real dag.test() runs against the offline SageMaker.
+
+The emulated clock is frozen; a background thread moves it a fixed step each time the task has looked
+at the cluster, so every run sees the same emulated times however slow the host is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from airflow_provider_sm_prefs.domain.hyperpod import GROUP_STATE_KEY, FlexibleGroup, GroupRequest
+from airflow_provider_sm_prefs.operators.hyperpod import SageMakerHyperPodGroupOperator
+from tests.clock import in_background
+
+P5, P5E, P4D = "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"
+ROLE = "arn:aws:iam::123456789012:role/HyperPodNodeRole"
+LIFECYCLE = {"SourceS3Uri": "s3://sm-prefs-demo/hyperpod/lifecycle/", "OnCreate": "on_create.sh"}
+
+
+def _scenario(p5: int, p5e: int, p4d: int) -> dict[str, Any]:
+    return {
+        "name": "hyperpod-p5-scarce",
+        "time_scale": 0,
+        "start_epoch": 1_800_000_000,
+        "capacity": {
+            P5: [{"from": 0, "free": p5}],
+            P5E: [{"from": 0, "free": p5e}],
+            P4D: [{"from": 0, "free": p4d}],
+        },
+        "prices": {P5: 55.04, P5E: 60.0, P4D: 37.69},
+        "clusters": {"node_provisioning_seconds": 600, "node_shutdown_seconds": 60},
+    }
+
+
+def _dags() -> Any:
+    path = Path(__file__).resolve().parent.parent / "dags" / "sm_prefs_hyperpod_dags.py"
+    spec = importlib.util.spec_from_file_location("sm_prefs_hyperpod_dags", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def stepping(sm: Any, seconds: float) -> Iterator[None]:
+    """Move the frozen clock ``seconds`` on after every DescribeCluster the task makes."""
+
+    def step(done: threading.Event) -> None:
+        seen = 0
+        while not done.wait(0.02):
+            described = sm.stats()["operations"].get("DescribeCluster", 0)
+            if described > seen:
+                seen = described
+                sm.advance(seconds)
+
+    with in_background(step):
+        yield
+
+
+def _client(sm: Any) -> Any:
+    return boto3.client("sagemaker", endpoint_url=sm.endpoint_url, region_name="us-east-1")
+
+
+def _xcom(dagrun: Any, task_id: str, key: str = "return_value") -> Any:
+    (ti,) = [ti for ti in dagrun.get_task_instances() if ti.task_id == task_id]
+    return ti.xcom_pull(task_ids=task_id, key=key)
+
+
+def _group_details(sm: Any) -> dict[str, Any]:
+    cluster = _client(sm).describe_cluster(ClusterName="nightly")
+    (group,) = [g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "gpu-workers"]
+    return group
+
+
+def _listed_types(sm: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    pages = _client(sm).get_paginator("list_cluster_nodes").paginate(ClusterName="nightly")
+    for page in pages:
+        for node in page["ClusterNodeSummaries"]:
+            if node["InstanceStatus"]["Status"] == "Running":
+                counts[node["InstanceType"]] = counts.get(node["InstanceType"], 0) + 1
+    return counts
+
+
+def test_eight_nodes_over_three_types_with_p5_scarce_hand_the_mix_to_the_next_task(
+    sm: Any, airflow_db: None
+) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    with stepping(sm, 300):
+        dagrun = _dags().hp_target.test()
+    states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
+    assert states == {"scale": "success", "consume": "success"}, states
+    outcome = _xcom(dagrun, "scale", "hyperpod_outcome")
+    assert outcome == _xcom(dagrun, "scale")
+    assert [(n["instance_type"], n["rank"], n["count"]) for n in outcome["nodes"]] == [
+        (P5, 1, 2),
+        (P4D, 3, 6),
+    ]
+    assert outcome["phase"] == "reached-target" and outcome["fell_back"] is True
+    # The outcome is what DescribeCluster and ListClusterNodes say.
+    details = _group_details(sm)
+    described = {
+        d["InstanceType"]: d["CurrentCount"] for d in details["InstanceTypeDetails"] if d["CurrentCount"]
+    }
+    assert {n["instance_type"]: n["count"] for n in outcome["nodes"]} == described == _listed_types(sm)
+    assert outcome["mix"] == "2 × ml.p5.48xlarge + 6 × ml.p4d.24xlarge = 16 × H100 + 48 × A100"
+    assert outcome["accelerators_total"] == 64
+    assert outcome["hourly_cost"] == pytest.approx(2 * 55.04 + 6 * 37.69)
+    assert outcome["first_choice_hourly_cost"] == pytest.approx(8 * 55.04)
+    assert outcome["seconds_to_in_service"] >= 600  # one node provisioning time at least
+    assert _xcom(dagrun, "consume") == {"mix": outcome["mix"], "ranks": 64}
+
+
+def test_the_minimum_is_accepted_once_the_window_has_closed(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=0, p5e=0, p4d=5))
+    with stepping(sm, 300):
+        dagrun = _dags().hp_window.test()
+    outcome = _xcom(dagrun, "scale", "hyperpod_outcome")
+    assert outcome["phase"] == "reached-minimum"
+    assert outcome["current_count"] == 5 and outcome["target_count"] == 8 and outcome["min_count"] == 4
+    assert outcome["seconds_to_in_service"] >= 1200  # not before the window closed
+    assert [(n["instance_type"], n["rank"]) for n in outcome["nodes"]] == [(P4D, 3)]
+
+
+def test_a_shortfall_fails_the_task_and_scales_the_group_back(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=0, p5e=0, p4d=4))
+    client = _client(sm)
+    client.create_cluster(
+        ClusterName="nightly",
+        InstanceGroups=[
+            {
+                "InstanceGroupName": "gpu-workers",
+                "InstanceRequirements": {"InstanceTypes": [P5, P5E, P4D]},
+                "InstanceCount": 2,
+                "ExecutionRole": ROLE,
+                "LifeCycleConfig": LIFECYCLE,
+            }
+        ],
+    )
+    sm.advance(900)
+    assert _group_details(sm)["CurrentCount"] == 2
+    with stepping(sm, 300):
+        dagrun = _dags().hp_shortfall.test()
+    (ti,) = dagrun.get_task_instances()
+    assert ti.state == "failed"
+    assert _group_details(sm)["TargetCount"] == 2  # rolled back to where the task found it
+    assert sm.stats()["operations"].get("UpdateCluster") == 2  # the scale-up and its rollback
+
+
+def test_a_list_that_breaks_a_rule_fails_before_any_call(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    dagrun = _dags().hp_invalid.test()
+    (ti,) = dagrun.get_task_instances()
+    assert ti.state == "failed"
+    operations = sm.stats()["operations"]
+    assert not operations.get("CreateCluster") and not operations.get("UpdateCluster")
+
+
+def test_the_sensor_hands_on_a_group_scaled_elsewhere(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=1, p5e=1, p4d=8))
+    _client(sm).create_cluster(
+        ClusterName="nightly",
+        InstanceGroups=[
+            {
+                "InstanceGroupName": "gpu-workers",
+                "InstanceRequirements": {"InstanceTypes": [P5, P5E, P4D]},
+                "InstanceCount": 4,
+                "ExecutionRole": ROLE,
+                "LifeCycleConfig": LIFECYCLE,
+            }
+        ],
+    )
+    with stepping(sm, 300):
+        dagrun = _dags().hp_sensor.test()
+    outcome = _xcom(dagrun, "watch", "hyperpod_outcome")
+    assert [(n["instance_type"], n["count"]) for n in outcome["nodes"]] == [(P5, 1), (P5E, 1), (P4D, 2)]
+    assert (
+        outcome["mix"]
+        == "1 × ml.p5.48xlarge + 1 × ml.p5e.48xlarge + 2 × ml.p4d.24xlarge = 8 × H100 + 8 × H200 + 16 × A100"
+    )
+
+
+class _Store:
+    """A task state store: what Airflow keeps for a task instance across its tries."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+
+def _operator(**kwargs: Any) -> SageMakerHyperPodGroupOperator:
+    return SageMakerHyperPodGroupOperator(
+        task_id="scale",
+        cluster_name="nightly",
+        group_name="gpu-workers",
+        instance_types=[P5, P5E, P4D],
+        instance_count=8,
+        execution_role=ROLE,
+        group_config={"LifeCycleConfig": LIFECYCLE},
+        cluster_config={},
+        **kwargs,
+    )
+
+
+def test_a_retry_after_a_kill_mid_request_waits_for_that_request_instead_of_asking_twice(sm: Any) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    store = _Store()
+    context: dict[str, Any] = {"task_state_store": store}
+    group = FlexibleGroup.parse("gpu-workers", [P5, P5E, P4D], 8, execution_role=ROLE)
+    first = _operator()._submit_once(context, group)  # the request reached AWS; its try was killed
+    assert not first.reattached and sm.stats()["operations"].get("CreateCluster") == 1
+    again = _operator()._submit_once(context, group)
+    assert again.reattached and again.request == first.request
+    assert sm.stats()["operations"].get("CreateCluster") == 1
+    assert not sm.stats()["operations"].get("UpdateCluster")
+
+
+def test_a_request_recorded_but_never_answered_is_made_by_the_retry(sm: Any) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    store = _Store()
+    # The try wrote its request and was killed before the call left the worker.
+    store.set(
+        GROUP_STATE_KEY,
+        GroupRequest("nightly", "gpu-workers", 8, 0, created_cluster=True, created_group=True).as_stored(),
+    )
+    group = FlexibleGroup.parse("gpu-workers", [P5, P5E, P4D], 8, execution_role=ROLE)
+    decision = _operator()._submit_once({"task_state_store": store}, group)
+    assert not decision.reattached and decision.request.requested_at is not None
+    assert sm.stats()["operations"].get("CreateCluster") == 1
