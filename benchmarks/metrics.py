@@ -48,7 +48,13 @@ class ClockMap:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated ``q``-th percentile (0..100), None for no values."""
+    """Linear-interpolated ``q``-th percentile (0..100), None for no values.
+
+    The capacity page's :func:`airflow_provider_sm_prefs.plugin.stats.percentile`, figure for figure (a
+    test holds them equal). Not imported from there: that package imports Airflow, which this driver
+    process keeps out (its own logging, no Airflow home). ``statistics.quantiles(method="inclusive")``
+    is the same method but rounds differently in the last bit, so published figures could move.
+    """
     if not values:
         return None
     ordered = sorted(values)

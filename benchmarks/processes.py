@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_KEY = "testing"
 
@@ -86,13 +88,12 @@ class _Lines:
 
 
 def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` so far (Linux ``/proc``), or None."""
+    """User + system CPU seconds of ``pid`` so far, or None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return None
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    return float(times.user + times.system)
 
 
 class EmulatorProcess:
@@ -229,19 +230,12 @@ def machine_info() -> dict[str, Any]:
     """nproc, CPU model, RAM, OS, Python and the versions that matter."""
     from importlib import metadata
 
+    # psutil reports no CPU model; Linux names it in /proc/cpuinfo.
     model = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.lower().startswith("model name"):
                 model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
                 break
     except OSError:
         pass
@@ -262,7 +256,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
         "cpu_model": model,
-        "ram_gib": mem_gib,
+        "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "platform": sys.platform,
         "python": sys.version.split()[0],
         "versions": versions,

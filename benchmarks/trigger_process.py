@@ -30,22 +30,23 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 LAG_INTERVAL = 0.05
 #: Garbage collections at least this long (seconds) are recorded with the run.
 GC_REPORT_SECONDS = 0.02
 SAMPLE_INTERVAL = 1.0
-_PAGE = os.sysconf("SC_PAGE_SIZE")
+_SELF = psutil.Process()
 
 
 def _rss_bytes() -> int:
-    with open("/proc/self/statm", encoding="ascii") as statm:
-        return int(statm.read().split()[1]) * _PAGE
+    return int(_SELF.memory_info().rss)
 
 
 def _open_fds() -> int:
     try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
+        return int(_SELF.num_fds())
+    except psutil.Error:
         return -1
 
 

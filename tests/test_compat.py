@@ -105,6 +105,28 @@ def test_the_variable_store_keeps_a_job_state_across_store_objects(monkeypatch: 
     assert again.load() is None  # junk reads as nothing, never raises
 
 
+def test_a_refused_variable_write_raises_rather_than_passing_for_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+    from airflow.sdk.execution_time import context as sdk_context
+
+    channel = _Channel()
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AirflowRuntimeError(SimpleNamespace(error=ErrorType.GENERIC_ERROR, detail={}))
+
+    monkeypatch.setattr(sdk_context, "_get_variable", channel.get)
+    monkeypatch.setattr(sdk_context, "_set_variable", refuse)
+    store = JobStateStore(
+        compat.variable_state_store({"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t")})
+    )
+    with pytest.raises(AirflowRuntimeError):
+        store.save(
+            JobState.submitted(None, job_name="d-t", kind="training", submission=1, max_tries=1, try_number=1)
+        )
+
+
 async def _until_the_trigger_looked(sm: Any, name: str) -> None:
     """Until the trigger has Described its job (it is then inside run, waiting for the next look)."""
     loop = asyncio.get_running_loop()

@@ -101,6 +101,12 @@ class VariableStateStore:
     a Variable does, read and written through the Task SDK (task process, triggerer and DAG processor
     all serve it). It holds the job name, ARN and submission bookkeeping, never credentials. A failed
     write raises: submit-once must not go on believing the name is recorded when it is not.
+
+    Reads go through the public ``Variable.get``. Writes call the Task SDK's ``_set_variable``, what
+    ``Variable.set`` calls, directly: on the minors this store serves (Task SDK 1.0 to 1.2),
+    ``Variable.set`` catches the ``AirflowRuntimeError`` of a refused write, logs it and returns, so the
+    caller could not tell a lost write from a kept one (1.3's raises, but Airflow 3.3 keeps the job state
+    in its task state store). The signature is the same on every minor.
     """
 
     def __init__(self, key: str, description: str = "") -> None:
@@ -108,15 +114,11 @@ class VariableStateStore:
         self.description = description
 
     def _all(self) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
-        from airflow.sdk.execution_time.context import _get_variable
+        from airflow.sdk import Variable
 
-        try:
-            value = _get_variable(self.key, deserialize_json=False)
-        except AirflowRuntimeError as err:
-            if err.error.error == ErrorType.VARIABLE_NOT_FOUND:
-                return {}
-            raise
+        value = Variable.get(self.key, default=None)
+        if value is None:
+            return {}
         try:
             data = json.loads(value) if isinstance(value, str) else value
         except ValueError:

@@ -20,27 +20,103 @@ moto, not the provider. Here:
 
 Applied once, when the first :class:`~.server.OfflineSageMaker` of the process starts serving; importing
 this module (or :mod:`.handler`) patches nothing.
+
+Which moto
+----------
+The patches replace private members of ``moto.sqs.models`` (``Queue._messages``, ``_messages_lock``,
+``pending_messages``, ``deleted_messages``, ``Message._old_receipt_handles``, ...), which moto may rename
+or reshape in any release. They are applied only on the releases of :data:`PROVEN_MOTO` (the distribution
+caps moto to the same range). On any other moto they are not
+applied: SQS keeps moto's own code, correct and slower the more messages wait, and a warning says so
+once per process.
+
+The fix upstream
+----------------
+What would make this module unnecessary, as a change to ``moto/sqs/models.py`` (moto 5.2.5), behaviour
+unchanged:
+
+1. ``Queue.messages`` returns a generator of the visible, undelayed messages (its own comment: "This can
+   become very inefficient if a large number of messages are in-flight"), so that
+   ``SQSBackend.receive_message`` stops scanning once it holds ``count`` messages;
+   ``Queue.wait_for_messages`` waits for ``next(iter(self.messages), None) is not None``, and
+   ``approximate_number_of_messages`` counts the generator.
+2. ``SQSBackend.is_message_valid_based_on_retention_period`` reads
+   ``int(queue.message_retention_period)`` from ``self.get_queue(queue_name)`` instead of calling
+   ``get_queue_attributes``, which builds ``Queue.attributes`` (three full scans of the queue) for every
+   message received.
+3. ``SQSBackend.send_message``, ``Queue.add_message`` and ``SQSBackend._validate_message`` read
+   ``queue.fifo_queue and queue.content_based_deduplication`` (``Queue.attributes`` holds the key for
+   FIFO queues only) instead of ``queue.attributes.get("ContentBasedDeduplication") == "true"``, for the
+   same reason, on every message sent.
+4. ``Queue.attributes`` computes the three ``ApproximateNumberOfMessages*`` counts in one pass over
+   ``_messages`` (one helper returning the three) rather than one scan each.
+5. ``Message.visible`` and ``Message.delayed`` compare against ``time.time() * 1000`` (what
+   ``unix_time_millis()`` returns, without building a datetime per message per call).
+6. ``Queue.delete_message`` finds the index of the first message with ``had_receipt_handle`` in one pass,
+   raises ``ReceiptHandleIsInvalid`` when there is none, and replaces ``_messages`` with a copy without
+   that index (a new list still, so a receive iterating the old one is unaffected).
+
+With 1 to 6 each SendMessage, ReceiveMessage (of up to ten) and DeleteMessage of the oldest messages costs
+the same whatever the queue holds. Only this module's reuse of the counts for :data:`COUNTS_TTL` seconds
+would remain, and it matters only to GetQueueAttributes, which the offline SageMaker's clients seldom call.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["COUNTS_TTL", "apply"]
+__all__ = ["COUNTS_TTL", "PROVEN_MOTO", "apply", "is_proven"]
+
+log = logging.getLogger(__name__)
 
 #: The approximate message counts are recomputed at most this often (seconds), per queue.
 COUNTS_TTL = 1.0
 
+#: The moto releases the patches are applied on: from the first (the one they were written against and
+#: tested on) up to, not including, the second (a patch release of 5.2 is trusted to keep the internals
+#: they touch, a new minor is not). Widen it, with offline-sagemaker's ``moto`` requirement, only after
+#: reading the new release's ``moto/sqs/models.py`` and running the SQS tests on it.
+PROVEN_MOTO = ((5, 2, 5), (5, 3, 0))
+
 _APPLIED = False
+_DECLINED = False
 
 
-def apply() -> None:
-    """Patch moto's SQS models in this process (idempotent)."""
-    global _APPLIED
+def is_proven(moto_version: str) -> bool:
+    """Whether ``moto_version`` (``moto.__version__``) is within :data:`PROVEN_MOTO`."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", moto_version)
+    if match is None:
+        return False
+    release = tuple(int(part) for part in match.groups())
+    return PROVEN_MOTO[0] <= release < PROVEN_MOTO[1]
+
+
+def apply() -> bool:
+    """Patch moto's SQS models in this process if moto is a release they were tested with (idempotent).
+
+    :return: whether the patches are in place. On another moto, nothing is patched and a warning is
+        logged, once per process.
+    """
+    global _APPLIED, _DECLINED
     if _APPLIED:
-        return
+        return True
+    import moto
+
+    if not is_proven(moto.__version__):
+        if not _DECLINED:
+            _DECLINED = True
+            log.warning(
+                "moto %s is outside the releases offline_sagemaker.moto_speedups is written for (%s to before %s): "
+                "SQS runs on moto's own code, correct but slower the more messages a queue holds",
+                moto.__version__,
+                ".".join(map(str, PROVEN_MOTO[0])),
+                ".".join(map(str, PROVEN_MOTO[1])),
+            )
+        return False
     from moto.sqs.models import Message, Queue, SQSBackend
 
     SQSBackend.is_message_valid_based_on_retention_period = _within_retention  # type: ignore[method-assign,assignment]
@@ -53,6 +129,7 @@ def apply() -> None:
     Queue.wait_for_messages = _wait_for_messages  # type: ignore[method-assign,assignment]
     Queue.delete_message = _delete_message  # type: ignore[method-assign,assignment]
     _APPLIED = True
+    return True
 
 
 def _within_retention(backend: Any, queue_name: str, message: Any) -> bool:

@@ -1,18 +1,31 @@
 """The emulator's SQS (moto's, made constant-time per call; see offline_sagemaker/moto_speedups.py) keeps SQS's
-documented behaviour, through real boto3 calls at the emulator's endpoint."""
+documented behaviour, through real boto3 calls at the emulator's endpoint.
+
+SQS keeps real time (moto's clock, not the emulated one), so the tests wait on what SQS answers (a long
+poll, the timestamps it stamps on each message) rather than on how fast the host is.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import logging
 import threading
 import time
 import uuid
 from typing import Any
 
+import moto
 import pytest
 import urllib3.util.connection
 from botocore.exceptions import ClientError
+from packaging.requirements import Requirement
+from packaging.version import Version
 
+from offline_sagemaker import moto_speedups
 from offline_sagemaker.moto_speedups import COUNTS_TTL
+
+#: SQS's longest long poll (seconds): a receive that waits this long did not return when a message came.
+LONGEST_POLL = 20
 
 
 @pytest.fixture
@@ -26,7 +39,11 @@ def _receive(
     sqs: Any, url: str, count: int = 10, wait: int = 0, visibility: int = 30
 ) -> list[dict[str, Any]]:
     answer = sqs.receive_message(
-        QueueUrl=url, MaxNumberOfMessages=count, WaitTimeSeconds=wait, VisibilityTimeout=visibility
+        QueueUrl=url,
+        MaxNumberOfMessages=count,
+        WaitTimeSeconds=wait,
+        VisibilityTimeout=visibility,
+        MessageSystemAttributeNames=["SentTimestamp", "ApproximateFirstReceiveTimestamp"],
     )
     messages: list[dict[str, Any]] = answer.get("Messages", [])
     return messages
@@ -40,7 +57,7 @@ def test_messages_come_oldest_first_and_a_received_one_is_hidden_until_its_timeo
         sqs.send_message(QueueUrl=url, MessageBody=body)
     assert [m["Body"] for m in _receive(sqs, url, count=2)] == ["a", "b"]
     assert [m["Body"] for m in _receive(sqs, url)] == ["c"]
-    assert _receive(sqs, url) == []  # all three in flight for 30 s
+    assert _receive(sqs, url) == []  # all three in flight for 30 s (hidden: received moments ago)
 
 
 def test_delete_takes_exactly_its_message_is_idempotent_and_rejects_an_unknown_handle(
@@ -61,37 +78,44 @@ def test_delete_takes_exactly_its_message_is_idempotent_and_rejects_an_unknown_h
     )
     assert [e["Id"] for e in answer["Successful"]] == ["x"]
     assert [e["Id"] for e in answer["Failed"]] == ["y"]
-    time.sleep(1.2)  # the visibility timeout passes: only the one never deleted comes back
-    assert [m["Body"] for m in _receive(sqs, url)] == [first["Body"]]
+    # A long poll returns once the visibility timeout has passed: only the one never deleted comes back.
+    assert [m["Body"] for m in _receive(sqs, url, wait=LONGEST_POLL)] == [first["Body"]]
 
 
 def test_a_delayed_message_is_received_only_after_its_delay(queue: tuple[Any, str]) -> None:
     sqs, url = queue
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
     sqs.send_message(QueueUrl=url, MessageBody="now")
-    assert [m["Body"] for m in _receive(sqs, url)] == ["now"]
-    time.sleep(1.2)
-    assert [m["Body"] for m in _receive(sqs, url)] == ["later"]
+    received = {m["Body"]: m for m in _receive(sqs, url)}
+    assert "now" in received  # not delayed: there at once ("later" too, if the host took a second)
+    if "later" not in received:
+        received.update((m["Body"], m) for m in _receive(sqs, url, wait=LONGEST_POLL))
+    later = received["later"]["Attributes"]
+    # Whenever it came, SQS's own stamps show it was first handed out no sooner than its delay.
+    assert int(later["ApproximateFirstReceiveTimestamp"]) - int(later["SentTimestamp"]) >= 1000
 
 
-def test_a_long_poll_returns_as_soon_as_a_message_arrives(queue: tuple[Any, str]) -> None:
+def test_a_long_poll_returns_when_a_message_arrives_not_at_the_end_of_its_wait(
+    queue: tuple[Any, str],
+) -> None:
     sqs, url = queue
     timer = threading.Timer(1.0, lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))
     start = time.monotonic()
     timer.start()
     try:
-        messages = _receive(sqs, url, count=1, wait=10)
+        messages = _receive(sqs, url, count=1, wait=LONGEST_POLL)
     finally:
         timer.join()
     assert [m["Body"] for m in messages] == ["x"]
-    assert time.monotonic() - start < 8  # not the full 10 s wait
+    assert time.monotonic() - start < LONGEST_POLL  # a poll that ignored the arrival waits all of it
 
 
 def test_the_approximate_counts_settle_within_a_second(queue: tuple[Any, str]) -> None:
     sqs, url = queue
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(5)])
-    sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=30)
-    _receive(sqs, url, count=2)
+    # The longest delay and a long visibility timeout: nothing changes state however slow the host.
+    sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=900)
+    _receive(sqs, url, count=2, visibility=3600)
     time.sleep(COUNTS_TTL + 0.2)
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "3"
@@ -118,3 +142,49 @@ def test_sqs_calls_share_one_kept_alive_connection(
         for message in _receive(sqs, url):
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert opened == []
+
+
+def test_moto_is_capped_to_the_releases_the_speedups_are_written_for() -> None:
+    (requirement,) = (
+        Requirement(line)
+        for line in importlib.metadata.requires("offline-sagemaker") or []
+        if Requirement(line).name == "moto"
+    )
+    low, high = (Version(".".join(map(str, release))) for release in moto_speedups.PROVEN_MOTO)
+    specifiers = {(spec.operator, Version(spec.version)) for spec in requirement.specifier}
+    assert specifiers == {(">=", low), ("<", high)}
+    assert moto_speedups.is_proven(moto.__version__)  # the installed moto gets the speedups
+
+
+@pytest.mark.parametrize(
+    ("version", "proven"),
+    [
+        ("5.2.5", True),
+        ("5.2.9.dev3", True),
+        ("5.2.4", False),
+        ("5.3.0", False),
+        ("6.0.0", False),
+        ("x", False),
+    ],
+)
+def test_only_the_proven_moto_releases_are_patched(version: str, proven: bool) -> None:
+    assert moto_speedups.is_proven(version) is proven
+
+
+def test_another_moto_keeps_its_own_sqs_and_is_warned_about_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from moto.sqs.models import Queue
+
+    monkeypatch.setattr(moto_speedups, "_APPLIED", False)
+    monkeypatch.setattr(moto_speedups, "_DECLINED", False)
+    monkeypatch.setattr(moto, "__version__", "5.3.0")
+    before = dict(Queue.__dict__)
+    with caplog.at_level(logging.WARNING, logger=moto_speedups.__name__):
+        assert moto_speedups.apply() is False
+        assert moto_speedups.apply() is False
+    assert dict(Queue.__dict__) == before
+    assert [r.getMessage() for r in caplog.records].count(
+        "moto 5.3.0 is outside the releases offline_sagemaker.moto_speedups is written for (5.2.5 to "
+        "before 5.3.0): SQS runs on moto's own code, correct but slower the more messages a queue holds"
+    ) == 1

@@ -83,3 +83,17 @@ def test_variant_calls_are_the_trigger_process_access_key(
 ) -> None:
     assert metrics.variant_operations(stats) == expected
     assert metrics.variant_calls(stats) == sum(expected.values())
+
+
+def test_the_benchmark_percentiles_are_the_capacity_pages_figure_for_figure() -> None:
+    import random
+
+    from airflow_provider_sm_prefs.plugin import stats
+
+    generator = random.Random(7)
+    samples = [[], [3.0], [1.0, 2.0, 3.0, 4.0]] + [
+        [generator.uniform(0, 600) for _ in range(generator.randint(2, 200))] for _ in range(200)
+    ]
+    for values in samples:
+        for q in (50, 95, 99):
+            assert metrics.percentile(values, q) == stats.percentile(values, q), (values, q)

@@ -3,6 +3,10 @@
 Only the shape of the result is checked, never a timing: the smoke configuration is far too small
 and too fast for its numbers to mean anything. The smoke account holds others' jobs too (a history
 and a stream of new ones), and the ``events`` variant runs once, unthrottled.
+
+Nor does the test fail for a slow host: the benchmark's time budget is lifted (a run it skips would have
+no figures), and a run slower than the smoke plan's nominal budget is reported as a warning. The only
+deadline is :data:`HANG`, for a benchmark that no longer ends.
 """
 
 from __future__ import annotations
@@ -10,16 +14,24 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import warnings
 from numbers import Real
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks.metrics import TARGET_NAMES
+from benchmarks.run import SMOKE
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {"ours", "stock", "naive"}
 SMOKE_RUNS = {(v, False) for v in (*VARIANTS, "events")} | {(v, True) for v in VARIANTS}
 SMOKE_HISTORY_JOBS = 200
+#: Real seconds after which the benchmark is taken for hung, whatever the host (the smoke run takes
+#: about a minute on an idle one).
+HANG = 1800
 RUN_FIGURES = (
     ("calls", "total"),
     ("calls", "per_job_hour_real"),
@@ -90,17 +102,26 @@ def _check_event_route(run: dict[str, Any]) -> None:
     assert isinstance(sqs["total"], int) and isinstance(sqs["by_operation"], dict), sqs
 
 
+@pytest.mark.timeout(HANG + 60)
 def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
+    started = time.monotonic()
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--smoke", "--output", str(output)],
+        [sys.executable, "-m", "benchmarks.run", "--smoke", "--budget", str(HANG), "--output", str(output)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=HANG,
         check=False,
     )
+    took = time.monotonic() - started
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    if took > SMOKE.budget:
+        warnings.warn(
+            f"the smoke benchmark took {took:.0f} s, over the smoke plan's {SMOKE.budget:.0f} s budget "
+            "(a slow or busy host: its figures are not checked)",
+            stacklevel=1,
+        )
     result = json.loads(output.read_text(encoding="utf-8"))
 
     runs = {(run["variant"], run["throttled"]): run for run in result["runs"]}

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from airflow_provider_sm_prefs.plugin.stats import percentile
 from harness.deployment import LocalAirflow
 from harness.history import HISTORY_DAGS, SCENARIO
 
@@ -88,14 +89,6 @@ def records(airflow: LocalAirflow, dag_id: str) -> list[dict[str, Any]]:
     return found
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def duration(seconds: float | None) -> str:
     """What the page shows for a number of seconds (capacity.js ``duration``)."""
     if seconds is None:
@@ -117,7 +110,7 @@ def expected_tiles(found: list[dict[str, Any]]) -> dict[str, str]:
         "jobs": str(len(found)),
         "fallback_rate": f"{100 * fell_back / len(decided):.1f}%",
         "median_time_to_capacity": duration(round(statistics.median(waits), 1)),
-        "p95_time_to_capacity": duration(round(percentile(waits, 95), 1)),
+        "p95_time_to_capacity": duration(round(percentile(waits, 95) or 0.0, 1)),
         "capacity_timeout": str(kinds["capacity_timeout"]),
         "quota": str(kinds["quota"]),
         "cpu_no_capacity": str(kinds["cpu_no_capacity"]),
