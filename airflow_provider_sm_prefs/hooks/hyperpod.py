@@ -23,6 +23,30 @@ def _not_found(err: ClientError) -> bool:
     return error_code(err) in {"ResourceNotFound", "ResourceNotFoundException"}
 
 
+def scale_specification(
+    group: FlexibleGroup, cluster: Mapping[str, Any], count: int | None = None
+) -> dict[str, Any]:
+    """The group's specification for UpdateCluster (``count`` overrides its count, and drops the minimum).
+
+    Fields a specification needs but the task did not give (``ExecutionRole``, ``LifeCycleConfig``...) are
+    taken from the existing group, so a scale never changes what the task did not name.
+    """
+    spec = group.specification()
+    if count is not None:
+        spec["InstanceCount"] = count
+        spec.pop("MinInstanceCount", None)
+    current = find_group(cluster, group.group_name) or {}
+    for inherited in ("ExecutionRole", "LifeCycleConfig", "ThreadsPerCore", "InstanceStorageConfigs"):
+        if inherited not in spec and current.get(inherited) is not None:
+            spec[inherited] = current[inherited]
+    return spec
+
+
+def is_busy(err: BaseException) -> bool:
+    """SageMaker refuses the update while the cluster is busy with another (outside Continuous mode)."""
+    return isinstance(err, ClientError) and error_code(err) == "ConflictException"
+
+
 class SageMakerHyperPodHook(AwsBaseHook):
     """HyperPod cluster calls on the amazon provider's ``AwsBaseHook`` (client type ``sagemaker``).
 
@@ -66,19 +90,8 @@ class SageMakerHyperPodHook(AwsBaseHook):
         cluster: Mapping[str, Any],
         count: int | None = None,
     ) -> dict[str, Any]:
-        """UpdateCluster: add the group, or set an existing group's list and count (``count`` overrides).
-
-        Fields a specification needs but the task did not give (``ExecutionRole``, ``LifeCycleConfig``) are
-        taken from the existing group, so a scale never changes what the task did not name.
-        """
-        spec = group.specification()
-        if count is not None:
-            spec["InstanceCount"] = count
-            spec.pop("MinInstanceCount", None)
-        current = find_group(cluster, group.group_name) or {}
-        for inherited in ("ExecutionRole", "LifeCycleConfig", "ThreadsPerCore", "InstanceStorageConfigs"):
-            if inherited not in spec and current.get(inherited) is not None:
-                spec[inherited] = current[inherited]
+        """UpdateCluster: add the group, or set an existing group's list and count (:func:`scale_specification`)."""
+        spec = scale_specification(group, cluster, count)
         return self._submit(
             cluster_name,
             group,

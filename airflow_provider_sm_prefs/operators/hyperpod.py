@@ -248,7 +248,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             accept_after_seconds=self._accept_after,
             max_pending_seconds=self._max_pending,
             poll_interval=self.poll_interval,
-            rollback_on_kill=self.rollback_on_failure,
+            rollback=self.rollback_on_failure,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             verify=self.verify,
@@ -266,7 +266,12 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         details = event.get("group") or {}
         phase = GroupPhase(event["phase"]) if event.get("phase") in GroupPhase._value2member_map_ else None
         if event.get("status") != "success" or phase is None:
-            self._rollback(group, request)
+            if "rollback" not in event:  # the trigger rolls back before its event; a bare event did not
+                self._rollback(group, request)
+            elif event["rollback"] == "done":
+                self.log.warning(
+                    "Scaled %s/%s back to where this task found it", self.cluster_name, group.group_name
+                )
             raise self._error(group, event)
         requested_at = request.requested_at if request is not None else None
         outcome = group_outcome(
@@ -334,7 +339,19 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             or int(current.get("TargetCount") or 0) == request.previous_count
         ):
             return
-        self.hook.scale_group(self.cluster_name, group, cluster, count=request.previous_count)
+        try:
+            self.hook.scale_group(self.cluster_name, group, cluster, count=request.previous_count)
+        except errors.ClusterConfigError as err:
+            if err.status != "ConflictException":
+                raise
+            self.log.error(
+                "%s/%s is updating and refuses the rollback to %d nodes: scale it down once it is InService "
+                "(outside Continuous mode HyperPod rolls an unmet scale-up back itself within three hours)",
+                self.cluster_name,
+                group.group_name,
+                request.previous_count,
+            )
+            return
         self.log.warning(
             "Scaled %s/%s back to %d nodes (rollback_on_failure)",
             self.cluster_name,

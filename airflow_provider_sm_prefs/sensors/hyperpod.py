@@ -99,7 +99,7 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             accept_after_seconds=0.0 if self.accept_minimum else None,
             max_pending_seconds=self._max_pending,
             poll_interval=self.poll_interval,
-            rollback_on_kill=False,
+            rollback=False,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             verify=self.verify,

@@ -15,13 +15,20 @@ from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
-from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, GroupPhase, find_group, group_progress
+from airflow_provider_sm_prefs.domain.hyperpod import (
+    MIN_COUNT_DEADLINE_SECONDS,
+    FlexibleGroup,
+    GroupPhase,
+    find_group,
+    group_progress,
+)
 from airflow_provider_sm_prefs.hooks.clock import service_now
-from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, is_busy, scale_specification
 from airflow_provider_sm_prefs.hooks.pool import shared_client
-from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
+from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
@@ -66,8 +73,9 @@ class HyperPodGroupTrigger(BaseTrigger):
     :param max_pending_seconds: from the request, after which a group short of its target (and of an
         accepted minimum) ends the wait as a capacity shortfall (None: HyperPod's own three-hour rule).
     :param poll_interval: seconds between looks.
-    :param rollback_on_kill: scale the group back to ``previous_count`` when the task is marked or
-        cleared while deferred (Airflow 3.3's ``on_kill``).
+    :param rollback: scale the group back to ``previous_count`` when the wait fails (here, before the event,
+        waiting for the cluster to accept the update), or when the task is marked or cleared while
+        deferred (Airflow 3.3's ``on_kill``).
     :param deferred_at, min_defer_seconds: hold the event until this long after the deferral
         (apache/airflow#72716; see :mod:`airflow_provider_sm_prefs.triggers.dwell`).
     """
@@ -81,7 +89,7 @@ class HyperPodGroupTrigger(BaseTrigger):
         accept_after_seconds: float | None = None,
         max_pending_seconds: float | None = None,
         poll_interval: float = 30.0,
-        rollback_on_kill: bool = True,
+        rollback: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -97,7 +105,7 @@ class HyperPodGroupTrigger(BaseTrigger):
         self.accept_after_seconds = None if accept_after_seconds is None else float(accept_after_seconds)
         self.max_pending_seconds = None if max_pending_seconds is None else float(max_pending_seconds)
         self.poll_interval = float(poll_interval)
-        self.rollback_on_kill = rollback_on_kill
+        self.rollback = rollback
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
@@ -116,7 +124,7 @@ class HyperPodGroupTrigger(BaseTrigger):
                 "accept_after_seconds": self.accept_after_seconds,
                 "max_pending_seconds": self.max_pending_seconds,
                 "poll_interval": self.poll_interval,
-                "rollback_on_kill": self.rollback_on_kill,
+                "rollback": self.rollback,
                 "aws_conn_id": self.aws_conn_id,
                 "region_name": self.region_name,
                 "verify": self.verify,
@@ -149,14 +157,20 @@ class HyperPodGroupTrigger(BaseTrigger):
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
 
     async def wait(self) -> dict[str, Any]:
-        """Look, and wait between looks, until a look decides; the decision's event payload."""
+        """Look, and wait between looks, until a look decides; the decision's event payload.
+
+        A failed wait first scales the group back (``rollback``): the event says how that went.
+        """
         async with shared_client(self.settings.pool_key(), self.hook().get_async_conn) as client:
             while True:
                 look = await self.look(client)
                 decided = self.decide(look)
                 if decided is not None:
-                    return decided
+                    break
                 await asyncio.sleep(self.poll_interval)
+            if decided["status"] != "success" and self.rollback and look.phase is not GroupPhase.GONE:
+                decided["rollback"] = await self.roll_back(client, look.now)
+            return decided
 
     async def look(self, client: Any) -> GroupLook:
         """One DescribeCluster (transient errors retried, never raised) read for the group."""
@@ -206,24 +220,80 @@ class HyperPodGroupTrigger(BaseTrigger):
         )
         return None
 
+    async def roll_back(self, client: Any, since: datetime) -> str:
+        """Scale the group back to ``previous_count`` once the cluster accepts an update.
+
+        Outside Continuous mode SageMaker refuses an update while the cluster is Updating; the scale-up
+        then either completes or HyperPod rolls it back itself (at most three hours), so this waits for
+        the cluster to be InService, within that bound. Returns ``done``, ``not-needed`` (HyperPod put
+        the group back already) or ``gave-up``.
+        """
+        group, name = self.flexible_group, f"{self.cluster_name}/{self.group['group_name']}"
+        while True:
+            describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
+            current = find_group(describe, group.group_name) if describe is not None else None
+            if (
+                describe is None
+                or current is None
+                or int(current.get("TargetCount") or 0) <= self.previous_count
+            ):
+                return "not-needed"
+            if (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600:
+                self.log.error(
+                    "%s: the cluster never accepted the rollback to %d nodes", name, self.previous_count
+                )
+                return "gave-up"
+            spec = scale_specification(group, describe, self.previous_count)
+            try:
+                await client.update_cluster(ClusterName=self.cluster_name, InstanceGroups=[spec])
+            except ClientError as err:
+                if not (is_busy(err) or is_transient(err)):
+                    raise
+                self.log.info(
+                    "%s: waiting for the cluster to accept the rollback (%s)", name, error_code(err)
+                )
+                await asyncio.sleep(self.poll_interval)
+                continue
+            self.log.warning("%s: scaled back to %d nodes", name, self.previous_count)
+            return "done"
+
     async def on_kill(self) -> None:
         """The deferred task was marked or cleared: roll the scale-up back unless the task goes on."""
         await self._rollback_unless_moved(rollback_if_unknown=True)
 
     async def _rollback_unless_moved(self, rollback_if_unknown: bool) -> None:
-        if not self.rollback_on_kill:
+        if not self.rollback:
             return
         state = await current_state_async(getattr(self, "task_instance", None))
         if state == "deferred" or (not rollback_if_unknown and state is None):
             return
-        await asyncio.shield(asyncio.to_thread(self._rollback))
+        await asyncio.shield(self._roll_back_once())
 
-    def _rollback(self) -> None:
-        hook = self.hook()
-        cluster = hook.describe_cluster(self.cluster_name)
-        if cluster is None or find_group(cluster, self.group["group_name"]) is None:
-            return
-        hook.scale_group(self.cluster_name, self.flexible_group, cluster, count=self.previous_count)
+    async def _roll_back_once(self) -> None:
+        """One try (a kill path is bounded): a busy cluster is left to HyperPod's own rollback, and said so."""
+        async with shared_client(self.settings.pool_key(), self.hook().get_async_conn) as client:
+            describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
+            current = find_group(describe, self.group["group_name"]) if describe is not None else None
+            if (
+                describe is None
+                or current is None
+                or int(current.get("TargetCount") or 0) <= self.previous_count
+            ):
+                return
+            spec = scale_specification(self.flexible_group, describe, self.previous_count)
+            try:
+                await client.update_cluster(ClusterName=self.cluster_name, InstanceGroups=[spec])
+            except ClientError as err:
+                if not is_busy(err):
+                    raise
+                self.log.error(
+                    "%s/%s is updating and refuses the rollback to %d nodes: scale it down once it is InService "
+                    "(outside Continuous mode HyperPod rolls an unmet scale-up back itself within three hours)",
+                    self.cluster_name,
+                    self.group["group_name"],
+                    self.previous_count,
+                )
+                return
         self.log.info(
             "Scaled %s/%s back to %d nodes: its task was marked or cleared",
             self.cluster_name,
