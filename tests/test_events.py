@@ -90,7 +90,16 @@ def test_anything_else_is_a_clear_failure_naming_what_arrived(payload: Any) -> N
     assert raised.value.job_name == "nightly"
 
 
-def test_an_escalation_says_how_long_the_job_waited_as_the_logs_do() -> None:
-    event = CapacityEvent.escalation(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
-    assert (event.status, event.phase) == (EventStatus.ESCALATE, Phase.WAITING.value)
+def test_a_closed_window_says_how_long_the_job_waited_as_the_logs_do() -> None:
+    event = CapacityEvent.window_closed(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert (event.status, event.phase) == (EventStatus.WINDOW_CLOSED, Phase.WAITING.value)
     assert event.reason == "still pending after 1h05m; the next acceptance window is open"
+
+
+def test_a_closed_window_keeps_its_stored_value_and_its_earlier_names() -> None:
+    event = CapacityEvent.escalation(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert event == CapacityEvent.window_closed(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert EventStatus.ESCALATE is EventStatus.WINDOW_CLOSED
+    # The payload value is what rows and events of earlier releases carry.
+    assert event.as_payload()["status"] == "escalate"
+    assert CapacityEvent.from_payload(event.as_payload()).status is EventStatus.WINDOW_CLOSED
