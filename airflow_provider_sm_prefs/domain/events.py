@@ -28,7 +28,14 @@ from airflow_provider_sm_prefs.domain.outcome import (
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, Phase, WaitFor
 
-__all__ = ["CapacityEvent", "DeadlinePassed", "EventStatus", "deadline_passed", "event_from_describe"]
+__all__ = [
+    "CapacityEvent",
+    "DeadlinePassed",
+    "EventStatus",
+    "deadline_event",
+    "deadline_passed",
+    "event_from_describe",
+]
 
 #: The domain exceptions an error event may stand for, by class name (the payload's ``error_type``).
 ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
@@ -216,3 +223,20 @@ def deadline_passed(
         return None
     error = capacity_deadline_error(job_name, job.status, deadline_seconds or 0.0, waited, stopped=stop_job)
     return DeadlinePassed(CapacityEvent.failure(job.kind, wait_for, Phase.STOPPING, error), stop_job)
+
+
+def deadline_event(
+    kind: JobKind,
+    wait_for: WaitFor | str,
+    job_name: str,
+    describe: Mapping[str, Any],
+    phase: Phase,
+    now: datetime,
+    deadline_seconds: float | None,
+    stopped: bool,
+) -> CapacityEvent | None:
+    """The event of :func:`deadline_passed`, in the form of earlier releases (still importable)."""
+    passed = deadline_passed(
+        JobSnapshot(kind, describe, phase, now), wait_for, job_name, deadline_seconds, stopped
+    )
+    return None if passed is None else passed.event
