@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -12,10 +12,12 @@ from airflow_provider_sm_prefs.domain.events import (
     ERROR_TYPES,
     CapacityEvent,
     EventStatus,
+    deadline_event,
+    deadline_passed,
     event_from_describe,
 )
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.domain.status import Phase, WaitFor
+from airflow_provider_sm_prefs.domain.status import JobSnapshot, Phase, WaitFor
 
 PREFS = [
     {"InstanceType": "ml.g6.48xlarge", "InstanceCount": 2},
@@ -90,7 +92,38 @@ def test_anything_else_is_a_clear_failure_naming_what_arrived(payload: Any) -> N
     assert raised.value.job_name == "nightly"
 
 
-def test_an_escalation_says_how_long_the_job_waited_as_the_logs_do() -> None:
-    event = CapacityEvent.escalation(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
-    assert (event.status, event.phase) == (EventStatus.ESCALATE, Phase.WAITING.value)
+def test_a_closed_window_says_how_long_the_job_waited_as_the_logs_do() -> None:
+    event = CapacityEvent.window_closed(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert (event.status, event.phase) == (EventStatus.WINDOW_CLOSED, Phase.WAITING.value)
     assert event.reason == "still pending after 1h05m; the next acceptance window is open"
+
+
+def test_a_closed_window_keeps_its_stored_value_and_its_earlier_names() -> None:
+    event = CapacityEvent.escalation(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert event == CapacityEvent.window_closed(JobKind.TRAINING, "nightly", "InProgress", 3900.4)
+    assert EventStatus.ESCALATE is EventStatus.WINDOW_CLOSED
+    # The payload value is what rows and events of earlier releases carry.
+    assert event.as_payload()["status"] == "escalate"
+    assert CapacityEvent.from_payload(event.as_payload()).status is EventStatus.WINDOW_CLOSED
+
+
+@pytest.mark.parametrize("stop_job", [True, False])
+def test_a_passed_deadline_ends_the_wait_and_says_whether_the_job_is_stopped(stop_job: bool) -> None:
+    pending = describe("InProgress", "Pending")
+    created = pending["CreationTime"]
+    early = JobSnapshot.of(JobKind.TRAINING, pending, created + timedelta(seconds=1199))
+    assert deadline_passed(early, WaitFor.CAPACITY, "nightly", 1200, stop_job) is None
+    late = JobSnapshot.of(JobKind.TRAINING, pending, created + timedelta(seconds=1200))
+    passed = deadline_passed(late, WaitFor.CAPACITY, "nightly", 1200, stop_job)
+    assert passed is not None and passed.stop_job is stop_job
+    assert (passed.event.status, passed.event.error_type) == (EventStatus.ERROR, "CapacityTimeoutError")
+    with pytest.raises(errors.CapacityTimeoutError) as raised:
+        passed.event.outcome_or_raise()
+    assert ("stopped" in str(raised.value)) is stop_job
+    # The earlier form, still importable, gives the same event.
+    assert (
+        deadline_event(
+            JobKind.TRAINING, WaitFor.CAPACITY, "nightly", pending, late.phase, late.now, 1200, stop_job
+        )
+        == passed.event
+    )

@@ -9,9 +9,11 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.status import (
+    JobSnapshot,
     Phase,
     WaitFor,
     client_deadline_passed,
+    client_timer_passed,
     is_done,
     phase_of,
     worth_a_look,
@@ -74,9 +76,23 @@ def test_a_wait_is_over_when_the_job_ended_or_for_capacity_when_it_runs(phase: P
     assert worth_a_look(phase, WaitFor.COMPLETION) is phase.is_terminal()
 
 
-def test_client_deadline_counts_from_creation_on_the_service_clock() -> None:
+def test_a_client_timer_counts_from_creation_on_the_service_clock() -> None:
     created = {"CreationTime": NOW - timedelta(seconds=1200)}
-    assert client_deadline_passed(Phase.WAITING, created, NOW, 1800) is None
-    assert client_deadline_passed(Phase.WAITING, created, NOW, 1200) == pytest.approx(1200)
-    assert client_deadline_passed(Phase.RUNNING, created, NOW, 60) is None  # capacity was acquired
-    assert client_deadline_passed(Phase.WAITING, created, NOW, None) is None
+    assert client_timer_passed(Phase.WAITING, created, NOW, 1800) is None
+    assert client_timer_passed(Phase.WAITING, created, NOW, 1200) == pytest.approx(1200)
+    assert client_timer_passed(Phase.RUNNING, created, NOW, 60) is None  # capacity was acquired
+    assert client_timer_passed(Phase.WAITING, created, NOW, None) is None
+    assert client_deadline_passed is client_timer_passed  # the earlier name
+
+
+def test_a_job_snapshot_reads_one_describe_on_its_service_clock() -> None:
+    describe = {
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Pending",
+        "CreationTime": NOW - timedelta(seconds=1200),
+    }
+    job = JobSnapshot.of(T, describe, NOW)
+    assert (job.phase, job.status, job.waited) == (Phase.WAITING, "InProgress", pytest.approx(1200))
+    assert job.created == NOW - timedelta(seconds=1200)
+    assert job.timer_passed(1800) is None and job.timer_passed(1200) == pytest.approx(1200)
+    assert JobSnapshot.of(T, {"TrainingJobStatus": "InProgress"}, NOW).created == NOW

@@ -27,7 +27,7 @@ from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.operators.escalation import Escalation
 from airflow_provider_sm_prefs.recording import TryProgress
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+from airflow_provider_sm_prefs.triggers.capacity import RENAMED_KWARGS, SageMakerCapacityTrigger
 from offline_sagemaker.jobs import training_config
 from tests.airflow_versions import import_string
 
@@ -53,6 +53,16 @@ def test_a_trigger_row_of_the_previous_release_rebuilds_with_every_kwarg_kept() 
     assert classpath == row["classpath"]
     # Every kwarg the old release wrote is still a kwarg, with the same value once re-serialized.
     assert {k: kwargs[k] for k in row["kwargs"]} == row["kwargs"]
+
+
+def test_a_staged_trigger_row_rebuilds_with_its_renamed_kwargs_under_the_new_names() -> None:
+    row = golden("trigger_window.json")
+    trigger = import_string(row["classpath"])(**row["kwargs"])
+    _, kwargs = trigger.serialize()
+    renamed = {RENAMED_KWARGS.get(k, k): v for k, v in row["kwargs"].items()}
+    assert "escalate_after_seconds" in row["kwargs"]  # the form a release before the rename wrote
+    assert {k: kwargs[k] for k in renamed} == renamed
+    assert kwargs["window_closes_after_seconds"] == 3600.0
 
 
 def test_a_trigger_of_the_previous_release_resumes_against_sagemaker(sm: Any) -> None:

@@ -26,9 +26,16 @@ from airflow_provider_sm_prefs.domain.outcome import (
     terminal_error,
 )
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
-from airflow_provider_sm_prefs.domain.status import Phase, WaitFor, client_deadline_passed
+from airflow_provider_sm_prefs.domain.status import JobSnapshot, Phase, WaitFor
 
-__all__ = ["CapacityEvent", "EventStatus", "deadline_event", "event_from_describe"]
+__all__ = [
+    "CapacityEvent",
+    "DeadlinePassed",
+    "EventStatus",
+    "deadline_event",
+    "deadline_passed",
+    "event_from_describe",
+]
 
 #: The domain exceptions an error event may stand for, by class name (the payload's ``error_type``).
 ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
@@ -45,9 +52,15 @@ ERROR_TYPES: dict[str, type[errors.SageMakerJobError]] = {
 
 
 class EventStatus(str, Enum):
+    """What a capacity event reports. The values are the stored and wire form (trigger payloads, rows
+    of deferred tasks): they never change, whatever the members are called."""
+
     SUCCESS = "success"
     ERROR = "error"
-    #: The job is still Pending and the next acceptance window opened: submit the next stage.
+    #: The job is still Pending when its acceptance window closed: the task submits its next stage.
+    #: The value predates the name: events and payloads stored by earlier releases carry it.
+    WINDOW_CLOSED = "escalate"
+    #: The earlier name of :attr:`WINDOW_CLOSED` (an alias: the same member).
     ESCALATE = "escalate"
 
 
@@ -55,8 +68,9 @@ class EventStatus(str, Enum):
 class CapacityEvent:
     """The one event of a capacity wait. Its payload keys are stable across releases.
 
-    :param status: success (``outcome`` set), error (``error_type`` and ``reason`` set), or escalate
-        (the job is still Pending when the next acceptance window opened; ``reason`` says how long).
+    :param status: success (``outcome`` set), error (``error_type`` and ``reason`` set), or window
+        closed (the job is still Pending when its acceptance window closed and the next one opened;
+        ``reason`` says how long).
     :param phase: the job's :class:`~airflow_provider_sm_prefs.domain.status.Phase` when the wait ended.
     :param outcome: :meth:`CapacityOutcome.as_dict` on success.
     :param error_type: the class name of the domain exception on error (see :data:`ERROR_TYPES`).
@@ -104,9 +118,12 @@ class CapacityEvent:
         )
 
     @classmethod
-    def escalation(cls, kind: JobKind, job_name: str, job_status: str | None, waited: float) -> CapacityEvent:
+    def window_closed(
+        cls, kind: JobKind, job_name: str, job_status: str | None, waited: float
+    ) -> CapacityEvent:
+        """The job is still Pending after ``waited`` seconds, when its acceptance window closed."""
         return cls(
-            status=EventStatus.ESCALATE,
+            status=EventStatus.WINDOW_CLOSED,
             job_name=job_name,
             job_kind=kind.value,
             wait_for=WaitFor.CAPACITY.value,
@@ -114,6 +131,9 @@ class CapacityEvent:
             job_status=job_status,
             reason=f"still pending after {format_duration(waited)}; the next acceptance window is open",
         )
+
+    #: The earlier name of :meth:`window_closed`.
+    escalation = window_closed
 
     def as_payload(self) -> dict[str, Any]:
         """The JSON-safe dict a ``TriggerEvent`` carries."""
@@ -173,6 +193,38 @@ def event_from_describe(
     )
 
 
+@dataclass(frozen=True)
+class DeadlinePassed:
+    """A client-side ``max_pending`` passed with no entry selected: how the wait ends.
+
+    :param event: the capacity-timeout error event that ends the wait.
+    :param stop_job: the waiter stops the job before it reports the event.
+    """
+
+    event: CapacityEvent
+    stop_job: bool
+
+
+def deadline_passed(
+    job: JobSnapshot,
+    wait_for: WaitFor | str,
+    job_name: str,
+    deadline_seconds: float | None,
+    stop_job: bool,
+) -> DeadlinePassed | None:
+    """The deadline step of every wait: None until a client-side ``max_pending`` has passed.
+
+    The trigger's (deferred, and the operators' in-worker wait, which runs the trigger) and the sensor's
+    poke all take it: the same rule, the same event, and the stop decided once with the message that
+    says whether the job was stopped. ``stop_job``: the waiter's setting to stop the job on it.
+    """
+    waited = job.timer_passed(deadline_seconds)
+    if waited is None:
+        return None
+    error = capacity_deadline_error(job_name, job.status, deadline_seconds or 0.0, waited, stopped=stop_job)
+    return DeadlinePassed(CapacityEvent.failure(job.kind, wait_for, Phase.STOPPING, error), stop_job)
+
+
 def deadline_event(
     kind: JobKind,
     wait_for: WaitFor | str,
@@ -183,15 +235,8 @@ def deadline_event(
     deadline_seconds: float | None,
     stopped: bool,
 ) -> CapacityEvent | None:
-    """The event of a client-side ``max_pending`` that passed with no entry selected; None until it has.
-
-    The one deadline rule of every wait: the trigger's (deferred, and the operators' in-worker wait,
-    which runs the trigger) and the sensor's poke. ``stopped``: the waiter stops the job on it.
-    """
-    waited = client_deadline_passed(phase, describe, now, deadline_seconds)
-    if waited is None:
-        return None
-    error = capacity_deadline_error(
-        job_name, describe.get(kind.spec.status_field), deadline_seconds or 0.0, waited, stopped=stopped
+    """The event of :func:`deadline_passed`, in the form of earlier releases (still importable)."""
+    passed = deadline_passed(
+        JobSnapshot(kind, describe, phase, now), wait_for, job_name, deadline_seconds, stopped
     )
-    return CapacityEvent.failure(kind, wait_for, Phase.STOPPING, error)
+    return None if passed is None else passed.event

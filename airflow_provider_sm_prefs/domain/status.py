@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
@@ -163,15 +164,63 @@ def waiting_seconds(response: Mapping[str, Any], now: datetime) -> float:
     return max(0.0, (now - created).total_seconds()) if created else 0.0
 
 
-def client_deadline_passed(
-    phase: Phase, response: Mapping[str, Any], now: datetime, deadline_seconds: float | None
+def client_timer_passed(
+    phase: Phase, response: Mapping[str, Any], now: datetime, timer_seconds: float | None
 ) -> float | None:
-    """Seconds waited when a client-side capacity deadline has passed with no entry selected, else None.
+    """Seconds waited when a client-side timer has gone off with no entry selected, else None.
 
-    The one rule for ``max_pending`` where SageMaker enforces none (processing, CPU-only lists, a
-    sensor's bound): counted from CreationTime on the service clock, so restarts do not move it.
+    The one rule for every timer a wait keeps where SageMaker keeps none: the capacity deadline
+    (``max_pending`` for processing, CPU-only lists, a sensor's bound) and the close of an acceptance
+    window. Counted from CreationTime on the service clock, so restarts do not move it.
     """
-    if phase is not Phase.WAITING or deadline_seconds is None:
+    if phase is not Phase.WAITING or timer_seconds is None:
         return None
     waited = waiting_seconds(response, now)
-    return waited if waited >= deadline_seconds else None
+    return waited if waited >= timer_seconds else None
+
+
+#: The earlier name of :func:`client_timer_passed`, from when it timed only the capacity deadline.
+client_deadline_passed = client_timer_passed
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A job as one Describe* response showed it, read on the clock of the service that answered.
+
+    What a wait decides from (done, a timer gone off, progress to log) is always this group; it is read
+    once per look and passed on whole.
+
+    :param kind: the job kind.
+    :param describe: the Describe* response.
+    :param phase: the job's :class:`Phase` in that response.
+    :param now: the service clock when it answered (the response's ``Date``).
+    """
+
+    kind: JobKind
+    describe: Mapping[str, Any]
+    phase: Phase
+    now: datetime
+
+    @classmethod
+    def of(cls, kind: JobKind, describe: Mapping[str, Any], now: datetime) -> JobSnapshot:
+        return cls(kind, describe, phase_of(kind, describe), now)
+
+    @property
+    def status(self) -> str | None:
+        """TrainingJobStatus / ProcessingJobStatus, as the response spells it."""
+        value = self.describe.get(self.kind.spec.status_field)
+        return None if value is None else str(value)
+
+    @property
+    def created(self) -> datetime:
+        """The job's CreationTime (the service clock of the look when the response carries none)."""
+        return as_datetime(self.describe.get("CreationTime")) or self.now
+
+    @property
+    def waited(self) -> float:
+        """Seconds since CreationTime, by the service clock."""
+        return waiting_seconds(self.describe, self.now)
+
+    def timer_passed(self, timer_seconds: float | None) -> float | None:
+        """:func:`client_timer_passed` for this look."""
+        return client_timer_passed(self.phase, self.describe, self.now, timer_seconds)

@@ -15,11 +15,11 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
-from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.preferences import to_seconds
-from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
+from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_done
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
@@ -150,26 +150,20 @@ class SageMakerCapacitySensor(BaseSensorOperator):
             raise errors.JobFailedError(
                 self.job_name, None, f"SageMaker has no {self.job_kind} job with this name"
             )
-        phase = phase_of(kind, describe)
-        now = service_now(describe)
-        if is_done(phase, self.wait_for):
-            outcome = event_from_describe(kind, self.wait_for, describe, phase, now=now).outcome_or_raise()
+        job = JobSnapshot.of(kind, describe, service_now(describe))
+        if is_done(job.phase, self.wait_for):
+            outcome = event_from_describe(
+                kind, self.wait_for, describe, job.phase, now=job.now
+            ).outcome_or_raise()
             return PokeReturnValue(is_done=True, xcom_value=self._push(context, outcome))
-        deadline = deadline_event(
-            kind,
-            self.wait_for,
-            self.job_name,
-            describe,
-            phase,
-            now,
-            self.max_pending_seconds,
-            stopped=self.stop_job_on_deadline,
+        passed = deadline_passed(
+            job, self.wait_for, self.job_name, self.max_pending_seconds, self.stop_job_on_deadline
         )
-        if deadline is not None:
-            if self.stop_job_on_deadline:
+        if passed is not None:
+            if passed.stop_job:
                 self.hook.stop_job(kind, self.job_name)
-            deadline.outcome_or_raise()  # raises its CapacityTimeoutError
-        self.log.info("%s: %s, still waiting", self.job_name, phase.value)
+            passed.event.outcome_or_raise()  # raises its CapacityTimeoutError
+        self.log.info("%s: %s, still waiting", self.job_name, job.phase.value)
         return False
 
     def execute_complete(

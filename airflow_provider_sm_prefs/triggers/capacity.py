@@ -4,26 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property, partial
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
-from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_event, event_from_describe
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
 from airflow_provider_sm_prefs.domain.exceptions import JobFailedError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import format_duration
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import (
+    JobSnapshot,
     Phase,
     WaitFor,
     as_datetime,
-    client_deadline_passed,
     cluster_of,
     is_done,
-    phase_of,
     waiting_seconds,
 )
 from airflow_provider_sm_prefs.hooks.pool import shared_client
@@ -40,6 +40,9 @@ __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
 PROGRESS_LOG_EVERY = 300.0
 #: With shared polling, Describe the job anyway this often: a safety net under the List loop.
 SAFETY_DESCRIBE_EVERY = 3600.0
+#: Trigger kwargs renamed since an earlier release, old name → new. A row in the ``trigger`` table
+#: written by that release still carries the old name; ``serialize()`` writes the new one.
+RENAMED_KWARGS = {"escalate_after_seconds": "window_closes_after_seconds"}
 
 
 def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
@@ -79,10 +82,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param region_name: AWS region (kept across deferral, never re-derived).
     :param verify: TLS verification setting.
     :param botocore_config: botocore config as a dict.
-    :param escalate_after_seconds: seconds from CreationTime (service clock) after which a job still
-        Pending ends the wait with an ``escalate`` event: the next acceptance window opened and the
-        task submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.escalation`). The job is not
-        stopped here: the task looks once more right before stopping it.
+    :param window_closes_after_seconds: seconds from CreationTime (service clock) when the job's
+        acceptance window closes: a job still Pending then ends the wait with a window-closed event
+        (:attr:`~airflow_provider_sm_prefs.domain.events.EventStatus.WINDOW_CLOSED`), and the task
+        submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.escalation`). The job is
+        not stopped here: the task looks once more right before stopping it.
     :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
     :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job
         that leaves Pending right after the deferral is reported a few seconds later instead of
@@ -92,6 +96,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
         With it, a shared-poll wait starts from the shared List loop instead of Describing the job
         again; without it the trigger Describes the job first.
+    :param escalate_after_seconds: the earlier name of ``window_closes_after_seconds``, still read
+        from rows serialized by earlier releases (see :data:`RENAMED_KWARGS`); passing both is an error.
     """
 
     def __init__(
@@ -111,9 +117,11 @@ class SageMakerCapacityTrigger(BaseTrigger):
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
         creation_time: str | None = None,
-        escalate_after_seconds: float | None = None,
+        window_closes_after_seconds: float | None = None,
         deferred_at: str | None = None,
         min_defer_seconds: float | None = None,
+        *,
+        escalate_after_seconds: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
@@ -131,8 +139,15 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
-        self.escalate_after_seconds = (
-            None if escalate_after_seconds is None else float(escalate_after_seconds)
+        if escalate_after_seconds is not None:
+            if window_closes_after_seconds is not None:
+                raise TypeError(
+                    "SageMakerCapacityTrigger: pass window_closes_after_seconds only "
+                    "(escalate_after_seconds is its earlier name), not both"
+                )
+            window_closes_after_seconds = escalate_after_seconds
+        self.window_closes_after_seconds = (
+            None if window_closes_after_seconds is None else float(window_closes_after_seconds)
         )
         self.deferred_at = deferred_at
         self.min_defer_seconds = float(min_defer_seconds) if min_defer_seconds else None
@@ -156,7 +171,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "region_name": self.region_name,
                 "verify": self.verify,
                 "botocore_config": self.botocore_config,
-                "escalate_after_seconds": self.escalate_after_seconds,
+                "window_closes_after_seconds": self.window_closes_after_seconds,
                 "deferred_at": self.deferred_at,
                 "min_defer_seconds": self.min_defer_seconds,
             },
@@ -198,74 +213,83 @@ class SageMakerCapacityTrigger(BaseTrigger):
         # Nothing heavy before the first await: a triggerer (re)start runs a thousand of these in one
         # event-loop turn. The hook (which builds S3 and Logs hooks too) is made only to open the
         # shared client, stop a job, or not at all; the list is parsed only to report.
-        kind = self.kind
-        client_key = self._client_key()
-        interval = self.poll_interval
-        ceiling = max(self.max_poll_interval or self.poll_interval, self.poll_interval)
-        last_phase: Phase | None = None
-        last_log_at: datetime | None = None
-        shared = self.shared_poll and self._listing_helps(kind)
-        created = as_datetime(self.creation_time)
-        # The deferring task looked at the job a moment ago; start from the shared listing instead of
-        # Describing it again. A client-side deadline needs the service clock of a Describe.
-        look = not (shared and created is not None and self._timer() is None)
-        summary: dict[str, Any] | None = None
-        describe: dict[str, Any] = {}
-        now, phase = utcnow(), Phase.WAITING
-        connection = shared_client(client_key, self._open_client)
+        state = self._start_state()
+        connection = shared_client(state.client_key, self._open_client)
         async with connection as client:
             while True:
-                if look:
-                    looked = await self._describe(client, kind, connection.slots, interval, ceiling)
-                    if looked is None:
-                        missing = JobFailedError(
-                            self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
-                        )
-                        yield self._yield(CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing))
+                if state.look:
+                    event = await self._look(client, connection.slots, state)
+                    if event is not None:
+                        yield self._yield(event)
                         return
-                    describe = looked
-                    now = service_now(describe)
-                    phase = phase_of(kind, describe)
-                    if is_done(phase, self.wait_for):
-                        yield self._finish(kind, describe, phase, self._parsed_preferences, now)
-                        return
-                    timer_event = await self._timer_event(client, kind, describe, phase, now)
-                    if timer_event is not None:
-                        yield timer_event
-                        return
-                    last_log_at = self._progress(kind, describe, phase, now, phase != last_phase, last_log_at)
-                    if phase != last_phase:
-                        interval = self.poll_interval  # something changed: look again soon
-                        last_phase = phase
-                    created = as_datetime(describe.get("CreationTime")) or now
-                    limit = self._sleep_for(
-                        max(SAFETY_DESCRIBE_EVERY, self.poll_interval), describe, now, phase
-                    )
-                else:
-                    limit = SAFETY_DESCRIBE_EVERY
-                look = True
-                if shared and created is not None:
-                    try:
-                        summary = await self._wait_for_listed_change(
-                            client_key,
-                            kind,
-                            created,
-                            limit,
-                            summary,
-                            early=last_phase is None,
-                            wake_after=self._timer() if last_phase is Phase.WAITING else None,
-                        )
-                        continue
-                    except ListingUnavailable as err:
-                        shared = False
-                        summary = None
-                        self.log.warning(
-                            "Shared List polling unavailable (%s); polling %s on its own", err, self.job_name
-                        )
-                        if last_phase is None:
-                            continue  # never looked at the job yet: Describe it now
-                await asyncio.sleep(self._sleep_for(interval, describe, now, phase))
-                interval = min(ceiling, interval * 1.5)
+                await self._pause(state)
+
+    def _start_state(self) -> _WaitState:
+        shared = self.shared_poll and self._listing_helps(self.kind)
+        created = as_datetime(self.creation_time)
+        return _WaitState(
+            client_key=self._client_key(),
+            interval=self.poll_interval,
+            ceiling=max(self.max_poll_interval or self.poll_interval, self.poll_interval),
+            shared=shared,
+            created=created,
+            # The deferring task looked at the job a moment ago; start from the shared listing instead
+            # of Describing it again. A client-side timer needs the service clock of a Describe.
+            look=not (shared and created is not None and self._timer() is None),
+        )
+
+    async def _look(self, client: Any, slots: asyncio.Semaphore, state: _WaitState) -> CapacityEvent | None:
+        """Describe the job once: the event that ends the wait, or None (and the state moved on)."""
+        kind = self.kind
+        describe = await self._describe(client, kind, slots, state.interval, state.ceiling)
+        if describe is None:
+            missing = JobFailedError(
+                self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
+            )
+            return CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing)
+        job = JobSnapshot.of(kind, describe, service_now(describe))
+        if is_done(job.phase, self.wait_for):
+            return self._finish(job)
+        event = await self._timer_event(client, job)
+        if event is not None:
+            return event
+        changed = state.last is None or job.phase is not state.last.phase
+        state.last_log_at = self._progress(job, changed, state.last_log_at)
+        if changed:
+            state.interval = self.poll_interval  # something changed: look again soon
+        state.last, state.created = job, job.created
+        return None
+
+    async def _pause(self, state: _WaitState) -> None:
+        """Wait until the next look is due: a listed change (shared polling), a timer, or the cadence."""
+        job = state.last
+        limit = (
+            SAFETY_DESCRIBE_EVERY
+            if job is None
+            else self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), job)
+        )
+        state.look = True
+        if state.shared and state.created is not None:
+            try:
+                state.summary = await self._wait_for_listed_change(
+                    state.client_key,
+                    self.kind,
+                    state.created,
+                    limit,
+                    state.summary,
+                    early=job is None,
+                    wake_after=self._timer() if job is not None and job.phase is Phase.WAITING else None,
+                )
+                return
+            except ListingUnavailable as err:
+                state.shared, state.summary = False, None
+                self.log.warning(
+                    "Shared List polling unavailable (%s); polling %s on its own", err, self.job_name
+                )
+                if job is None:
+                    return  # never looked at the job yet: Describe it now
+        await asyncio.sleep(self._sleep_for(state.interval, job))
+        state.interval = min(state.ceiling, state.interval * 1.5)
 
     def _client_key(self) -> tuple[Any, ...]:
         return self.settings.pool_key()
@@ -357,26 +381,17 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     )
         return summary
 
-    async def _timer_event(
-        self, client: Any, kind: JobKind, describe: dict[str, Any], phase: Phase, now: datetime
-    ) -> TriggerEvent | None:
-        """The event of a timer that went off while waiting: the client deadline, or the next window."""
-        deadline = deadline_event(
-            kind,
-            self.wait_for,
-            self.job_name,
-            describe,
-            phase,
-            now,
-            self.deadline_seconds,
-            stopped=self.stop_on_deadline,
+    async def _timer_event(self, client: Any, job: JobSnapshot) -> CapacityEvent | None:
+        """The event of a timer that went off while waiting: the client deadline, or the window's close."""
+        passed = deadline_passed(
+            job, self.wait_for, self.job_name, self.deadline_seconds, self.stop_on_deadline
         )
-        if deadline is not None:
-            if self.stop_on_deadline:
-                await self.hook.stop_job_async(client, kind, self.job_name)
-            self.log.error("Capacity deadline passed for %s: %s", self.job_name, deadline.reason)
-            return self._yield(deadline)
-        waited = client_deadline_passed(phase, describe, now, self.escalate_after_seconds)
+        if passed is not None:
+            if passed.stop_job:
+                await self.hook.stop_job_async(client, job.kind, self.job_name)
+            self.log.error("Capacity deadline passed for %s: %s", self.job_name, passed.event.reason)
+            return passed.event
+        waited = job.timer_passed(self.window_closes_after_seconds)
         if waited is None:
             return None
         self.log.info(
@@ -384,68 +399,48 @@ class SageMakerCapacityTrigger(BaseTrigger):
             self.job_name,
             format_duration(waited),
         )
-        status = describe.get(kind.spec.status_field)
-        return self._yield(CapacityEvent.escalation(kind, self.job_name, status, waited))
+        return CapacityEvent.window_closed(job.kind, self.job_name, job.status, waited)
 
     def _timer(self) -> float | None:
         """The nearest timer while waiting (seconds from CreationTime): the client deadline or the window."""
-        timers = [t for t in (self.deadline_seconds, self.escalate_after_seconds) if t is not None]
+        timers = [t for t in (self.deadline_seconds, self.window_closes_after_seconds) if t is not None]
         return min(timers) if timers else None
 
-    def _sleep_for(self, interval: float, describe: dict[str, Any], now: datetime, phase: Phase) -> float:
-        """Never sleep far past the client deadline or the next acceptance window."""
+    def _sleep_for(self, interval: float, job: JobSnapshot | None) -> float:
+        """Never sleep far past the client deadline or the close of the acceptance window."""
         timer = self._timer()
-        if phase is Phase.WAITING and timer is not None:
-            remaining = timer - waiting_seconds(describe, now)
+        if job is not None and job.phase is Phase.WAITING and timer is not None:
+            remaining = timer - job.waited
             return max(0.05, min(interval, remaining + 0.05))
         return interval
 
-    def _finish(
-        self,
-        kind: JobKind,
-        describe: dict[str, Any],
-        phase: Phase,
-        preferences: InstancePreferenceList | None,
-        now: datetime,
-    ) -> TriggerEvent:
-        event = event_from_describe(kind, self.wait_for, describe, phase, preferences, now=now)
+    def _finish(self, job: JobSnapshot) -> CapacityEvent:
+        event = event_from_describe(
+            job.kind, self.wait_for, job.describe, job.phase, self._parsed_preferences, now=job.now
+        )
         if event.outcome is None:
             self.log.error("%s", event.error())
         else:
             self.log.info("Capacity acquired: %s", event.outcome_or_raise().summary())
-        return self._yield(event)
+        return event
 
     @staticmethod
     def _yield(event: CapacityEvent) -> TriggerEvent:
         return TriggerEvent(event.as_payload())  # type: ignore[no-untyped-call]
 
-    def _progress(
-        self,
-        kind: JobKind,
-        describe: dict[str, Any],
-        phase: Phase,
-        now: datetime,
-        changed: bool,
-        last_log_at: datetime | None,
-    ) -> datetime | None:
+    def _progress(self, job: JobSnapshot, changed: bool, last_log_at: datetime | None) -> datetime | None:
         """Log progress on every change and every :data:`PROGRESS_LOG_EVERY`; returns when it last logged."""
-        if changed or last_log_at is None or (now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY:
-            self._log_progress(kind, describe, phase, self._parsed_preferences, now)
-            return now
+        if changed or last_log_at is None or (job.now - last_log_at).total_seconds() >= PROGRESS_LOG_EVERY:
+            self._log_progress(job, self._parsed_preferences)
+            return job.now
         return last_log_at
 
-    def _log_progress(
-        self,
-        kind: JobKind,
-        describe: dict[str, Any],
-        phase: Phase,
-        preferences: InstancePreferenceList | None,
-        now: datetime,
-    ) -> None:
-        waited = waiting_seconds(describe, now)
-        cluster = cluster_of(kind, describe)
+    def _log_progress(self, job: JobSnapshot, preferences: InstancePreferenceList | None) -> None:
+        describe = job.describe
+        waited = job.waited
+        cluster = cluster_of(job.kind, describe)
         plan = preferences.describe(cluster.get("InstanceCount")) if preferences else "?"
-        if phase is Phase.WAITING:
+        if job.phase is Phase.WAITING:
             deadline = ""
             limit = self.deadline_seconds or (describe.get("StoppingCondition") or {}).get(
                 "MaxPendingTimeInSeconds"
@@ -459,8 +454,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
             self.log.info(
                 "%s %s: %s on %s×%s",
                 self.job_name,
-                phase.value,
-                describe.get("SecondaryStatus") or describe.get(kind.spec.status_field),
+                job.phase.value,
+                describe.get("SecondaryStatus") or job.status,
                 cluster.get("SelectedInstanceType") or cluster.get("InstanceType"),
                 cluster.get("SelectedInstanceCount") or cluster.get("InstanceCount"),
             )
@@ -484,5 +479,23 @@ class SageMakerCapacityTrigger(BaseTrigger):
             await stop_unless_moved(self, self.kind, stop_if_unknown)
 
 
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+@dataclass
+class _WaitState:
+    """What :meth:`SageMakerCapacityTrigger._wait` carries from one look to the next."""
+
+    client_key: tuple[Any, ...]
+    #: Seconds between looks when polling on its own; back to ``poll_interval`` on a change.
+    interval: float
+    ceiling: float
+    #: Learning of changes from the shared List loop (False once listing proved unavailable).
+    shared: bool
+    #: The job's CreationTime: from the deferring task's look, then from each Describe.
+    created: datetime | None
+    #: Describe the job on the next turn (False only at a start from the shared listing).
+    look: bool
+    #: The job's last listed summary, to re-register with the List loop without an early pass.
+    summary: dict[str, Any] | None = None
+    #: The last Describe (None until the first).
+    last: JobSnapshot | None = None
+    #: When progress was last logged (service clock).
+    last_log_at: datetime | None = None

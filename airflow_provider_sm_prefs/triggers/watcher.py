@@ -366,6 +366,11 @@ class JobListWatcher:
                 "SortOrder": "Descending",
                 "MaxResults": PAGE_SIZE,
             }
+            # By hand, not ``client.get_paginator``: a page that fails transiently is retried in place
+            # (PAGE_RETRY) before the whole pass backs off. aiobotocore's page iterator is an async
+            # generator that ends for good on the first error, and resuming one needs a StartingToken
+            # in botocore's own encoding of NextToken (undocumented), or listing the window again
+            # from its first page; either costs more than these few lines.
             while True:
                 page = await retry_async(partial(call, **kwargs), f"List {self.kind.value} jobs", PAGE_RETRY)
                 pages += 1

@@ -5,7 +5,9 @@ from __future__ import annotations
 import inspect
 import json
 
-from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
+import pytest
+
+from airflow_provider_sm_prefs.triggers.capacity import RENAMED_KWARGS, SageMakerCapacityTrigger
 
 
 def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
@@ -25,11 +27,12 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         "region_name": "eu-west-1",
         "verify": "/etc/ssl/ca.pem",
         "botocore_config": {"retries": {"mode": "standard", "max_attempts": 10}},
-        "escalate_after_seconds": 3600.0,
+        "window_closes_after_seconds": 3600.0,
         "deferred_at": "2026-11-29T19:30:05.250000+00:00",
         "min_defer_seconds": 15.0,
     }
-    params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self"}
+    # The earlier names are read, never written: serialize() returns each argument under its name.
+    params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self", *RENAMED_KWARGS}
     assert set(kwargs) == params, "test must cover every constructor argument"
     classpath, serialized = SageMakerCapacityTrigger(**kwargs).serialize()
     assert serialized == kwargs
@@ -37,3 +40,17 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
     module, _, name = classpath.rpartition(".")
     cls = getattr(__import__(module, fromlist=[name]), name)
     assert cls(**serialized).serialize() == (classpath, kwargs)
+
+
+def test_a_renamed_kwarg_is_read_under_its_earlier_name_and_written_under_the_new() -> None:
+    params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters)
+    assert set(RENAMED_KWARGS) <= params and set(RENAMED_KWARGS.values()) <= params
+    old = SageMakerCapacityTrigger(job_name="j", escalate_after_seconds=3600)
+    _, kwargs = old.serialize()
+    assert kwargs["window_closes_after_seconds"] == 3600.0 and "escalate_after_seconds" not in kwargs
+    assert SageMakerCapacityTrigger(**kwargs).serialize()[1] == kwargs
+
+
+def test_a_kwarg_under_both_names_is_an_error_naming_them() -> None:
+    with pytest.raises(TypeError, match="window_closes_after_seconds only"):
+        SageMakerCapacityTrigger(job_name="j", window_closes_after_seconds=60, escalate_after_seconds=60)

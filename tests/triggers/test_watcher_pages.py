@@ -9,6 +9,7 @@ loop must follow NextToken to the end, and find every waiting job without a Desc
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,16 @@ PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "inst
 FILLERS = 250  # finished jobs created after each waiting job
 WAITING = ["wait-0", "wait-1"]
 G5_FREE_AT = 5000  # emulated seconds after the start
+PASSES = 2  # List passes the triggers sit through before capacity frees
+#: Real seconds a wait may take on a loaded host before the test gives up; never a measure.
+DEADLINE = 120.0
+
+
+async def wait_until(ready: Callable[[], bool], what: str) -> None:
+    give_up = asyncio.get_running_loop().time() + DEADLINE
+    while not ready():
+        assert asyncio.get_running_loop().time() < give_up, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
 
 
 def busy_account(sm: Any) -> dict[str, datetime]:
@@ -103,7 +114,7 @@ def test_a_pass_follows_next_token_past_empty_and_partial_pages(
 
         async def observe(name: str) -> Any:
             # Wait for a pass that listed the job: a loaded machine may need more than one 1.5 s wait.
-            deadline = asyncio.get_running_loop().time() + 120
+            deadline = asyncio.get_running_loop().time() + DEADLINE
             while True:
                 observation = await watcher.wait_for_change(name, created[name], capacity, 0.2, 1.5)
                 if observation.summary is not None or asyncio.get_running_loop().time() > deadline:
@@ -123,6 +134,9 @@ def test_triggers_wait_in_the_listing_across_empty_pages_and_describe_once(sm: A
     created = busy_account(sm)
     before = dict(sm.stats()["operations"])
 
+    def listed() -> int:
+        return int(sm.stats()["operations"].get("ListTrainingJobs", 0) - before.get("ListTrainingJobs", 0))
+
     async def main() -> list[dict[str, Any]]:
         triggers = [
             SageMakerCapacityTrigger(
@@ -140,10 +154,12 @@ def test_triggers_wait_in_the_listing_across_empty_pages_and_describe_once(sm: A
             raise AssertionError("no event")
 
         waits = [asyncio.ensure_future(first_event(t)) for t in triggers]
-        await asyncio.sleep(1.0)  # several passes, the jobs still Pending
+        # Several passes over the three pages, however slow the host: the clock stands still, so the
+        # jobs are still Pending, and nothing may wake their triggers.
+        await wait_until(lambda: listed() >= 3 * PASSES, what=f"{PASSES} List passes")
         assert not any(w.done() for w in waits)
         await asyncio.to_thread(sm.advance, G5_FREE_AT)  # g5 frees: both jobs leave Pending
-        return list(await asyncio.wait_for(asyncio.gather(*waits), 20))
+        return list(await asyncio.wait_for(asyncio.gather(*waits), DEADLINE))
 
     events = asyncio.run(main())
     assert [e["status"] for e in events] == ["success", "success"]
@@ -151,4 +167,4 @@ def test_triggers_wait_in_the_listing_across_empty_pages_and_describe_once(sm: A
     ops = sm.stats()["operations"]
     # One Describe per job, after its change: never one for a job the listing failed to show.
     assert ops["DescribeTrainingJob"] - before["DescribeTrainingJob"] == len(WAITING), ops
-    assert ops["ListTrainingJobs"] - before.get("ListTrainingJobs", 0) >= 3
+    assert ops["ListTrainingJobs"] - before.get("ListTrainingJobs", 0) >= 3 * PASSES
