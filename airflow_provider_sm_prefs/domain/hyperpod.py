@@ -151,8 +151,8 @@ class FlexibleGroup:
         )
 
     @property
-    def first_choice(self) -> str:
-        return self.instance_types[0]
+    def first_choice(self) -> str | None:
+        return self.instance_types[0] if self.instance_types else None
 
     def rank_of(self, instance_type: str) -> int | None:
         """1-based position of ``instance_type`` in the list, or None if the group was not asked for it."""
@@ -263,6 +263,16 @@ def find_group(describe_cluster: Mapping[str, Any], group_name: str) -> Mapping[
         if isinstance(group, Mapping) and group.get("InstanceGroupName") == group_name:
             return dict(group)
     return None
+
+
+def listed_types(group: Mapping[str, Any]) -> tuple[str, ...]:
+    """The group's ordered list as DescribeCluster reports it (``InstanceRequirements``: the desired list
+    while an update is under way, else the current one), or its one ``InstanceType``."""
+    requirements = group.get("InstanceRequirements") or {}
+    types = requirements.get("DesiredInstanceTypes") or requirements.get("CurrentInstanceTypes")
+    if types:
+        return tuple(str(t) for t in types)
+    return (str(group["InstanceType"]),) if group.get("InstanceType") else ()
 
 
 def is_scaling(group: Mapping[str, Any]) -> bool:
@@ -463,7 +473,7 @@ def group_outcome(
         )
     current = sum(c.count for c in counts)
     costs = [c.hourly_cost for c in counts]
-    first_price = (prices or {}).get(group.first_choice)
+    first_price = (prices or {}).get(group.first_choice or "")
     seconds = None
     if requested_at is not None and now is not None:
         seconds = round(max(0.0, (now - requested_at).total_seconds()), 3)

@@ -11,7 +11,13 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_provider_sm_prefs.domain import exceptions as errors
-from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, GroupPhase, find_group, group_outcome
+from airflow_provider_sm_prefs.domain.hyperpod import (
+    FlexibleGroup,
+    GroupPhase,
+    find_group,
+    group_outcome,
+    listed_types,
+)
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
@@ -81,13 +87,11 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             raise errors.ClusterConfigError(
                 self.cluster_name, self.group_name, "NotFound", "no such cluster or instance group to watch"
             )
-        types = (details.get("InstanceRequirements") or {}).get("InstanceTypes") or [
-            details.get("InstanceType")
-        ]
+        types = listed_types(details)
         target = int(self.target_count if self.target_count is not None else details.get("TargetCount") or 0)
         group = FlexibleGroup(
             group_name=self.group_name,
-            instance_types=tuple(t for t in types if t),
+            instance_types=types,
             instance_count=target,
             min_instance_count=details.get("MinCount"),
         )
@@ -117,11 +121,9 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         event = event or {}
         details = event.get("group") or {}
         if group is None:
-            types = (details.get("InstanceRequirements") or {}).get("InstanceTypes") or [
-                details.get("InstanceType")
-            ]
+            types = listed_types(details)
             target = self.target_count if self.target_count is not None else details.get("TargetCount") or 0
-            group = FlexibleGroup(self.group_name, tuple(t for t in types if t), int(target)).as_dict()
+            group = FlexibleGroup(self.group_name, types, int(target)).as_dict()
         flexible = FlexibleGroup.from_dict(group)
         if event.get("status") != "success":
             kinds: dict[Any, type[errors.ClusterGroupError]] = {

@@ -151,8 +151,9 @@ def test_a_shortfall_fails_the_task_and_scales_the_group_back(sm: Any, airflow_d
         dagrun = _dags().hp_shortfall.test()
     (ti,) = dagrun.get_task_instances()
     assert ti.state == "failed"
-    assert _group_details(sm)["TargetCount"] == 2  # rolled back to where the task found it
-    assert sm.stats()["operations"].get("UpdateCluster") == 2  # the scale-up and its rollback
+    # Back where the task found it. The cluster refused updates while the scale-up ran, so the trigger
+    # waited until it was InService again (here after HyperPod's own three-hour rollback).
+    assert _group_details(sm)["TargetCount"] == 2
 
 
 def test_a_list_that_breaks_a_rule_fails_before_any_call(sm: Any, airflow_db: None) -> None:
