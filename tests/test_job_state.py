@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, STATE_VERSION, JobState, JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.operators.escalation import Escalation, Staging
+from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, StageState
 from airflow_provider_sm_prefs.recording import TryProgress
 
 PACKAGE = Path(__file__).parent.parent / "airflow_provider_sm_prefs"
@@ -33,9 +33,11 @@ class _Store:
         self.values[key] = json.loads(json.dumps(value))  # what a real store keeps: JSON
 
 
-def _escalation() -> Escalation:
+def _windows() -> AcceptanceWindows:
     """A task's acceptance windows, as a retry reads them from the job state (no AWS call needed)."""
-    return Escalation(JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test"))
+    return AcceptanceWindows(
+        JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test")
+    )
 
 
 def test_the_state_of_the_previous_release_with_stages_and_guardrails_reads_back() -> None:
@@ -56,11 +58,11 @@ def test_the_state_of_the_previous_release_with_stages_and_guardrails_reads_back
     # Try 2 owns the job: a kill of try 1 leaves it alone, a kill of try 2 or 3 does not.
     assert state.owned_by_later_try(1) and not state.owned_by_later_try(2)
     assert not state.owned_by_later_try(True)  # a bool is not a try number
-    # The stage being stopped for the next one: a retry goes on with the escalation.
+    # The stage being stopped for the next one: a retry goes on with the next stage.
     assert state.staging is not None
-    staging = Staging.from_dict(state.staging, JobKind.TRAINING)
-    assert (staging.stage, staging.escalating, staging.base_name) == (1, True, "golden-nightly")
-    assert _escalation().continues(state, {"TrainingJobStatus": "Stopped"})
+    stages = StageState.from_dict(state.staging, JobKind.TRAINING)
+    assert (stages.stage, stages.stopping_for_next, stages.base_name) == (1, True, "golden-nightly")
+    assert _windows().continues(state, {"TrainingJobStatus": "Stopped"})
     report = GuardrailReport.from_dict(state.guardrails)
     assert report is not None and report.kept == [2, 3]
 

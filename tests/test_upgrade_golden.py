@@ -25,7 +25,7 @@ from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
-from airflow_provider_sm_prefs.operators.escalation import Escalation
+from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows
 from airflow_provider_sm_prefs.recording import TryProgress
 from airflow_provider_sm_prefs.triggers.capacity import RENAMED_KWARGS, SageMakerCapacityTrigger
 from offline_sagemaker.jobs import training_config
@@ -102,7 +102,7 @@ def test_the_state_store_record_of_the_previous_release_reads_as_a_retry_with_it
     assert not state.cleared_since(3)
     # No stages recorded: the task waits as before, without windows.
     assert "staging" not in stored and state.staging is None
-    assert not _escalation().continues(state, {"TrainingJobStatus": "Stopped"})
+    assert not _windows().continues(state, {"TrainingJobStatus": "Stopped"})
     report = GuardrailReport.from_dict(state.guardrails)
     assert report is not None and report.kept == [2, 3]
     assert report.excluded[0]["instance_type"] == "ml.p5.48xlarge"
@@ -137,9 +137,11 @@ def test_the_outcome_and_record_of_the_previous_release_read_back() -> None:
     assert {k: v for k, v in record.as_dict().items() if k in data["record"]} == data["record"]
 
 
-def _escalation() -> Escalation:
+def _windows() -> AcceptanceWindows:
     """A task's acceptance windows, as a retry reads them from the job state (no AWS call needed)."""
-    return Escalation(JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test"))
+    return AcceptanceWindows(
+        JobKind.TRAINING, None, JobStateStore(None), TryProgress(), logging.getLogger("test")
+    )
 
 
 def _serialized_now() -> dict[str, Any]:

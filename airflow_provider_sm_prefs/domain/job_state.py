@@ -44,8 +44,9 @@ class JobState:
     :param job_arn: the job's ARN, once Create answered.
     :param max_tries: the task instance's ``max_tries`` at submission; a clear raises it, a retry does not.
     :param try_number: the try that owns the job now; a kill of an older try leaves the job alone.
-    :param staging: acceptance-window progress (``Staging.as_dict()``, read by ``operators.escalation``);
-        it also says whether a stage is being stopped for the next one (its ``escalating`` flag).
+    :param staging: the stages of acceptance windows (``StageState.as_dict()``, read by
+        ``operators.windows``); it also says whether a stage is being stopped for the next one (stored
+        as its ``escalating`` flag). ``staging`` is the stored key.
     :param guardrails: the guardrails' decision the job was submitted with (``GuardrailReport.as_dict()``).
     :param version: the form's version (:data:`STATE_VERSION`).
     """

@@ -1,7 +1,7 @@
 """What a job reads and writes in S3, and its capacity outcome as lineage facet fields (pure).
 
 The operators report these through Airflow's OpenLineage provider
-(:mod:`airflow_provider_sm_prefs.operators.lineage`); this module only reads the Create* request and
+(:mod:`airflow_provider_sm_prefs.operators.openlineage`); this module only reads the Create* request and
 the :class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome`, so it is tested without Airflow,
 boto or OpenLineage.
 
@@ -24,10 +24,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_provider_sm_prefs.domain import schema
-from airflow_provider_sm_prefs.domain.escalation import StageEnd
 from airflow_provider_sm_prefs.domain.guardrails import ExclusionKind
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
+from airflow_provider_sm_prefs.domain.windows import StageEnd
 
 __all__ = [
     "FACET_NAME",

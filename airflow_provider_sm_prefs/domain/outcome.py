@@ -99,7 +99,7 @@ class CapacityOutcome:
     estimated_cost: float | None = field(default=None, metadata=facet("hourlyCost x billable time, in USD."))
     excluded: list[dict[str, Any]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
-    #: Acceptance windows (see :mod:`.escalation`): one ``StageRecord.as_dict()`` per submission stage,
+    #: Acceptance windows (see :mod:`.windows`): one ``StageRecord.as_dict()`` per submission stage,
     #: empty for a list without windows. ``pending_seconds`` is then the total across stages.
     stages: list[dict[str, Any]] = field(default_factory=list)
 

@@ -1,6 +1,6 @@
 """The ``smPrefs_capacity`` OpenLineage run facet: the preference list and what SageMaker chose.
 
-Imports OpenLineage's client at module level: only :mod:`airflow_provider_sm_prefs.operators.lineage`
+Imports OpenLineage's client at module level: only :mod:`airflow_provider_sm_prefs.operators.openlineage`
 imports this module, inside the methods Airflow's OpenLineage provider calls, so the operators work
 without that provider installed. The class's attributes, the JSON Schema shipped in the wheel
 (:data:`airflow_provider_sm_prefs.domain.lineage.SCHEMA_RESOURCE`) and the values

@@ -1,105 +1,77 @@
 """Operators: submit a Training or Processing job with an instance preference list, once, and wait.
 
-``execute`` and the methods a deferral resumes in read top to bottom here: the arguments checked, the
-guardrails, submit-once, the stages of acceptance windows, the wait, the outcome and its record. Each
-step is a collaborator called with explicit inputs: :class:`~.guardrails.GuardrailCheck`,
-:class:`~.submission.SubmitOnce`, :class:`~.escalation.Escalation`, :class:`~.logs.JobLogPrinter`,
-:class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` and :func:`~.lineage.operator_lineage`.
-What the try learns on the way is its :class:`~airflow_provider_sm_prefs.recording.TryProgress`; what
-survives the try is its :class:`~airflow_provider_sm_prefs.domain.job_state.JobState`.
+``execute`` and the methods a deferral resumes in read top to bottom here, as a sequence of named
+decisions: the arguments checked, submit-once (:class:`~.submission.Completed`,
+:class:`~.submission.Reattach` or :class:`~.submission.Create`, matched once), the guardrails, the
+stages of acceptance windows, one way to start a job, the wait, the outcome and its record. Each step is
+a collaborator called with explicit inputs: :class:`~.guardrail_check.GuardrailCheck`,
+:class:`~.submission.SubmitOnce`, :class:`~.windows.AcceptanceWindows`, :class:`~.job_logs.JobLogPrinter`,
+:class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` and :func:`~.openlineage.operator_lineage`.
+What the try learns on the way is its :class:`~airflow_provider_sm_prefs.recording.TryProgress`; where it
+runs is its :class:`~.task_try.TaskTry`; what survives the try is its
+:class:`~airflow_provider_sm_prefs.domain.job_state.JobState`. What happens when the DAG is parsed lives
+in :mod:`~.arguments` and :mod:`~.parse_time`.
 
-The module runs over 500 lines on purpose: the constructor documents and stores every argument of both
-operators, and the orchestration stays in one place.
+The module runs over 500 lines on purpose: the whole run-time flow of a try stays in one place, readable
+top to bottom.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import marshal
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
-from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus, event_from_describe
-from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
-from airflow_provider_sm_prefs.domain.job_state import JobStateStore
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.domain.preferences import (
-    ACCEPT_AFTER,
-    InstancePreference,
     InstancePreferenceList,
     build_request,
-    check_request,
     job_level_count,
     to_seconds,
 )
-from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
+from airflow_provider_sm_prefs.domain.status import WaitFor
+from airflow_provider_sm_prefs.domain.windows import StageLimits
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
     derive_job_name,
-    service_now,
 )
 from airflow_provider_sm_prefs.links import (
-    CapacityHistoryLink,
     SageMakerPreferenceJobLink,
     SageMakerPreferenceJobLogsLink,
     job_urls,
 )
-from airflow_provider_sm_prefs.operators.escalation import Escalation, KeepJob
-from airflow_provider_sm_prefs.operators.guardrails import GUARDRAIL_FIELDS, GuardrailCheck, with_guardrails
-from airflow_provider_sm_prefs.operators.lineage import operator_lineage
-from airflow_provider_sm_prefs.operators.logs import DEFAULT_MAX_LOG_LINES, JobLogPrinter
-from airflow_provider_sm_prefs.operators.submission import SubmitOnce, try_number_of
-from airflow_provider_sm_prefs.operators.templates import has_template
-from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
-from airflow_provider_sm_prefs.task_state import GOES_ON, current_state, resumed_by_another_try
-from airflow_provider_sm_prefs.triggers.capacity import (
-    SageMakerCapacityTrigger,
-    creation_time_of,
+from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArguments
+from airflow_provider_sm_prefs.operators.guardrail_check import (
+    GUARDRAIL_FIELDS,
+    GuardrailCheck,
+    with_guardrails,
 )
-from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
+from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
+from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
+from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
+from airflow_provider_sm_prefs.operators.task_try import TaskTry
+from airflow_provider_sm_prefs.operators.waiting import CapacityWait, TriggerSettings, Wait
+from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, KeepJob, NextStage
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors.base import OperatorLineage
 
-
-async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise RuntimeError("the capacity trigger ended without an event")
+#: A method a wait resumes in (``execute_complete``, ``execute_job_complete``).
+Resume = Callable[..., "dict[str, Any] | None"]
 
 
-def _windows_in_seconds(value: Any) -> Any:
-    """A literal list with ``accept_after`` as seconds (JSON-safe in the serialized DAG), else as given."""
-    if not isinstance(value, list):
-        return value
-    try:
-        marshal.dumps(value)  # only builtin types inside: no timedelta, no InstancePreference
-    except ValueError:
-        pass
-    else:
-        return list(value)
-    out: list[Any] = []
-    for entry in value:
-        if isinstance(entry, InstancePreference):
-            entry = entry.as_dict()
-        if isinstance(entry, Mapping) and isinstance(entry.get(ACCEPT_AFTER), timedelta):
-            entry = {**entry, ACCEPT_AFTER: entry[ACCEPT_AFTER].total_seconds()}
-        out.append(entry)
-    return out
-
-
-class SageMakerPreferenceBaseOperator(BaseOperator):
+class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -112,7 +84,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     Entries may carry ``accept_after`` (acceptance windows): the job is then submitted in stages, each
     offering the entries acceptable by then, and a stage still Pending when the next window opens is
-    stopped and replaced by the next (``<name>-s2``...). See :mod:`airflow_provider_sm_prefs.domain.escalation`.
+    stopped and replaced by the next (``<name>-s2``...). See :mod:`airflow_provider_sm_prefs.domain.windows`.
 
     :param config: the Create* request, as for the stock SageMaker operators (templated). Without
         ``TrainingJobName``/``ProcessingJobName`` the name is derived from the task instance
@@ -144,159 +116,14 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param botocore_config: botocore config dict; kept when deferring.
     """
 
-    job_kind: ClassVar[JobKind]
-    template_fields: Sequence[str] = (
-        "config",
-        "instance_preferences",
-        "max_pending",
-        "aws_conn_id",
-        "region_name",
-        "verify",
-        *GUARDRAIL_FIELDS,
-    )
-    template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
-    operator_extra_links = (
-        SageMakerPreferenceJobLink(),
-        SageMakerPreferenceJobLogsLink(),
-        CapacityHistoryLink(),
-    )
-    ui_color = "#e6f4ea"
-
-    config: Any
-    instance_preferences: Any
-    max_pending: Any
-    aws_conn_id: str | None
-    region_name: str | None
-    verify: bool | str | None
-    wait_for_completion: bool
-    poll_interval: float
-    max_poll_interval: float | None
-    deferrable: bool
-    stop_job_on_kill: bool
-    min_defer_seconds: float | None
-    print_log: bool
-    max_log_lines: int
-    botocore_config: dict[str, Any] | None
-    requirements: Any
-    max_hourly_cost: Any
-    max_cost_increase: Any
-    preflight: Any
-    prices: Any
     #: What this try learnt so far (job name, list, guardrails, stages, outcome): records and lineage.
     _progress: TryProgress
-    #: The task instance and its job state, for on_kill.
-    _task_context: tuple[Any, JobStateStore]
+    #: This try's context and job state (once it started; on_kill reads them).
+    _try: TaskTry
     #: The guardrail report the job was submitted with (``GuardrailReport.as_dict()``).
     _guardrails: dict[str, Any] | None
     #: This try's acceptance windows, once it started.
-    _escalation: Escalation | None
-
-    @classmethod
-    def partial(cls, **kwargs: Any) -> Any:
-        """``.partial()`` with :data:`STOP_UNATTENDED_JOB` after the user's (or the DAG's) failure callbacks.
-
-        ``.partial()`` does not call ``__init__``; what it records is what the scheduler reads to decide
-        whether a mapped task failed outside its process gets a failure callback. Airflow 3.0 to 3.2 record
-        only the callbacks given (none by default), and a DAG's ``default_args`` callback replaces the
-        operator's default on every minor: the stop is added here, after whatever Airflow merged in.
-        """
-        mapped = super().partial(**kwargs)
-        mapped.kwargs["on_failure_callback"] = with_job_stop(mapped.kwargs.get("on_failure_callback"))
-        return mapped
-
-    def __init__(
-        self,
-        *,
-        config: dict[str, Any],
-        instance_preferences: Any = None,
-        max_pending: timedelta | int | float | str | None = None,
-        wait_for_completion: bool = True,
-        poll_interval: float = 30.0,
-        max_poll_interval: float | None = None,
-        deferrable: bool = True,
-        stop_job_on_kill: bool = True,
-        min_defer_seconds: float | None = None,
-        print_log: bool = True,
-        max_log_lines: int = DEFAULT_MAX_LOG_LINES,
-        requirements: Any = None,
-        max_hourly_cost: float | str | None = None,
-        max_cost_increase: float | str | None = None,
-        preflight: str = "prune",
-        prices: dict[str, float] | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
-        on_failure_callback: Any = STOP_UNATTENDED_JOB,
-        **kwargs: Any,
-    ) -> None:
-        # Stop the job if the task fails for good while it still runs, also when Airflow fails the task
-        # without running it (scheduler race apache/airflow#72716): see callbacks.py. The default is also
-        # what .partial() records for mapped tasks; a user's callbacks run first.
-        super().__init__(on_failure_callback=with_job_stop(on_failure_callback), **kwargs)
-        # Stored in one step: during __init__, BaseOperator.__setattr__ only looks for a converter (none
-        # of these names has one) and records kwargs that apply_defaults overwrites when __init__
-        # returns; XCom references are found afterwards. Setting them one by one, on every parse of
-        # every task, was most of what this operator added to a DAG's parse time (docs/performance.md).
-        vars(self).update(
-            config=config,
-            instance_preferences=(
-                instance_preferences.as_list()
-                if isinstance(instance_preferences, InstancePreferenceList)
-                else _windows_in_seconds(instance_preferences)
-            ),
-            max_pending=max_pending,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-            verify=verify,
-            requirements=requirements.as_dict() if hasattr(requirements, "as_dict") else requirements,
-            max_hourly_cost=max_hourly_cost,
-            max_cost_increase=max_cost_increase,
-            preflight=preflight,
-            prices=prices,
-            wait_for_completion=wait_for_completion,
-            poll_interval=poll_interval,
-            max_poll_interval=max_poll_interval,
-            deferrable=deferrable,
-            stop_job_on_kill=stop_job_on_kill,
-            min_defer_seconds=min_defer_seconds,
-            print_log=print_log,
-            max_log_lines=max_log_lines,
-            botocore_config=botocore_config,
-            _progress=TryProgress(),
-            _task_context=(None, JobStateStore(None)),
-            _guardrails=None,
-            _escalation=None,
-        )
-        # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
-        request = (config, self.instance_preferences, max_pending if isinstance(max_pending, str) else None)
-        guardrails = (
-            self.requirements,
-            max_hourly_cost,
-            max_cost_increase,
-            preflight,
-            prices,
-        )  # GUARDRAIL_FIELDS
-        everything_literal = not has_template((request, guardrails))  # one pass for the common case
-        prefs = None  # the parsed list, when literal
-        if everything_literal or not has_template(request):
-            prefs = check_request(self.job_kind, config, self.instance_preferences, to_seconds(max_pending))
-        if everything_literal or not has_template(guardrails):
-            GuardrailCheck(self.job_kind, guardrails, max_pending, self.log).check_at_parse_time(
-                prefs, config
-            )
-
-    def _set_xcomargs_dependencies(self) -> None:
-        """Airflow's search of the template fields for XComArgs, skipped when they are plain literals.
-
-        ``marshal`` takes only trees of exact builtin types, which cannot hold an XComArg; any other
-        value (an ``.output``, a custom type) gets Airflow's full walk (see docs/performance.md for the cost).
-        """
-        values = [getattr(self, name, None) for name in self.template_fields]
-        try:
-            marshal.dumps([v for v in values if not isinstance(v, timedelta)])
-        except ValueError:
-            super()._set_xcomargs_dependencies()
+    _windows: AcceptanceWindows | None
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
@@ -317,6 +144,21 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.max_log_lines,
             self.log,
         )
+
+    @cached_property
+    def capacity_wait(self) -> CapacityWait:
+        """Builds this task's capacity triggers and waits with them (rendered arguments)."""
+        settings = TriggerSettings(
+            self.poll_interval,
+            self.max_poll_interval,
+            self.stop_job_on_kill,
+            self.min_defer_seconds,
+            self.aws_conn_id,
+            self.region_name,
+            self.verify,
+            self.botocore_config,
+        )
+        return CapacityWait(self.job_kind, self.hook, settings)
 
     @cached_property
     def submit_once(self) -> SubmitOnce:
@@ -390,20 +232,25 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return float(deadline) if deadline else None
 
     # -- execution -------------------------------------------------------------------------------------
-    def _begin_try(self, context: Context) -> Escalation:
-        """This try's job state (for on_kill) and acceptance windows; kept when the same process resumes."""
-        store = JobStateStore.of(context)
-        self._task_context = (context.get("ti"), store)
-        if self._escalation is None:
-            self._escalation = Escalation(self.job_kind, self.hook, store, self._progress, self.log)
-        return self._escalation
+    def _begin_try(self, context: Context) -> tuple[TaskTry, AcceptanceWindows]:
+        """This try (its job state looked up once; on_kill reads it) and its acceptance windows.
+
+        Both are kept when the same process resumes (a wait outside the triggerer).
+        """
+        if self._try.context is not context:
+            self._try = TaskTry.of(context)
+        if self._windows is None:
+            self._windows = AcceptanceWindows(
+                self.job_kind, self.hook, self._try.store, self._progress, self.log
+            )
+        return self._try, self._windows
 
     def execute(self, context: Context) -> dict[str, Any] | None:
-        escalation = self._begin_try(context)
+        run, windows = self._begin_try(context)
         with self.recorder.failures(context, self._progress):
-            return self._submit_and_wait(context, escalation)
+            return self._submit(run, windows)
 
-    def _submit_and_wait(self, context: Context, escalation: Escalation) -> dict[str, Any] | None:
+    def _submit(self, run: TaskTry, windows: AcceptanceWindows) -> dict[str, Any] | None:
         kind, progress = self.job_kind, self._progress
         # 1. The rendered arguments, checked: nothing goes to AWS when they are wrong.
         guardrails = self.guardrail_check()
@@ -414,90 +261,96 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
         progress.preferences = prefs.as_list()
-        base_name = self._base_name(context, request)
+        base_name = self._base_name(run, request)
         self.log.info(
             "Instance preferences for %s: %s", base_name, prefs.describe(job_level_count(kind, request))
         )
 
-        # 2. Submit once: this try's job is an earlier try's (reattach, return, next stage) or a new one.
-        store = JobStateStore.of(context)
-        existing = self.submit_once.name_this_try(context, store, base_name, escalation.continues)
-        recorded = store.load()
-        self._guardrails = recorded.guardrails if recorded is not None else None
-        if isinstance(existing, CapacityOutcome):
-            escalation.begin(prefs, existing.job_name, None)
-            existing = escalation.with_stages(with_guardrails(existing, self._guardrails, self.log))
-            self.log.info(
-                "Job already completed on an earlier try; returning its outcome: %s", existing.summary()
-            )
-            self._persist_links(context, existing.job_name)  # a new try starts without the old XComs
-            return self.recorder.push(context, existing, progress, selection=False)
-        job_name, describe = existing
+        # 2. Submit once: this try's job is an earlier try's (return, reattach, next stage) or a new one.
+        decision = self.submit_once.name_this_try(run.context, run.store, base_name, windows.continues)
+        self._guardrails = run.recorded_guardrails()
+        match decision:
+            case Completed(outcome):
+                return self._return_completed(run, windows, prefs, outcome)
+            case Reattach(job_name, describe):
+                # The job runs already (with the guardrails and stages it was submitted with).
+                stages = windows.begin(prefs, job_name, self._total_pending(request))
+                prefs = stages.submitted if stages is not None else prefs
+                return self._start(run, JobStart(job_name, prefs, deadline, describe=describe))
+            case Create(job_name):
+                # 3. The guardrails before Create: no Create call if nothing remains.
+                request, prefs, report = guardrails.guard(
+                    self.hook, self._rendered_config(), request, prefs, progress
+                )
+                self._guardrails = report.as_dict()
+                run.store.update(guardrails=self._guardrails)
+                # 4. Acceptance windows: the list goes in stages, each its own job.
+                stages = windows.begin(prefs, job_name, self._total_pending(request))
+                if stages is not None:
+                    return self._start_stage(run, job_name, stages.limits(kind, stages.elapsed))
+                request[kind.spec.name_field] = job_name
+                return self._start(run, JobStart(job_name, prefs, self._deadline(prefs), request=request))
 
-        # 3. The guardrails before Create: no Create call if nothing remains.
+    def _return_completed(
+        self,
+        run: TaskTry,
+        windows: AcceptanceWindows,
+        prefs: InstancePreferenceList,
+        outcome: CapacityOutcome,
+    ) -> dict[str, Any]:
+        """An earlier try's job completed: push its outcome again (a new try starts without the old XComs)."""
+        windows.begin(prefs, outcome.job_name, None)
+        outcome = windows.with_stages(with_guardrails(outcome, self._guardrails, self.log))
+        self.log.info("Job already completed on an earlier try; returning its outcome: %s", outcome.summary())
+        self._persist_links(run, outcome.job_name)
+        return self.recorder.push(run.context, outcome, self._progress, selection=False)
+
+    def _start(self, run: TaskTry, job: JobStart) -> dict[str, Any] | None:
+        """Start a job: Create it under its recorded name (or take over the running one), then wait for capacity.
+
+        The first submission, a reattach and every stage of acceptance windows start here.
+        """
+        self._progress.job_name = job.job_name
+        self._persist_links(run, job.job_name)
+        run.push(XComKey.JOB_NAME, job.job_name)
+        describe = job.describe
         if describe is None:
-            request, prefs, report = guardrails.guard(
-                self.hook, self._rendered_config(), request, prefs, progress
-            )
-            deadline = self._deadline(prefs)
-            self._guardrails = report.as_dict()
-            store.update(guardrails=self._guardrails)
-
-        # 4. Acceptance windows: the list goes in stages, each its own job.
-        staging = escalation.begin(prefs, job_name, self._total_pending(request))
-        if staging is not None:
-            prefs = staging.submitted
-            if describe is None:
-                return self._submit_stage(context, job_name, staging.limits(kind, staging.elapsed))
-
-        # 5. Create (the name is already recorded), then wait for capacity.
-        progress.job_name = job_name
-        request[kind.spec.name_field] = job_name
-        self._persist_links(context, job_name)
-        context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
-        if describe is None:
-            describe = self._create(context, request, prefs, job_name)
-        self._record_arn(context, describe)
-        return self._wait(context, WaitFor.CAPACITY, prefs, deadline)
+            assert job.request is not None
+            describe = self._create(run.context, job.request, job.offered or job.prefs, job.job_name)
+        self._record_arn(run, describe)
+        return self._wait(run, WaitFor.CAPACITY, job.prefs, job.deadline)
 
     def _create(
         self, context: Context, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str
     ) -> dict[str, Any]:
         return self.submit_once.create(request, prefs, job_name)
 
-    def _submit_stage(self, context: Context, job_name: str, limits: Any) -> dict[str, Any] | None:
-        """Create the current stage's job (its name already recorded) and wait for it."""
-        assert self._escalation is not None and self._escalation.staging is not None
-        staging = self._escalation.staging
-        request = self._escalation.stage_request(self._rendered_config(), limits, job_name)
-        self._progress.job_name = job_name
-        self._persist_links(context, job_name)
-        context["ti"].xcom_push(key=XComKey.JOB_NAME.value, value=job_name)
-        describe = self._create(context, request, staging.current.preferences(staging.submitted), job_name)
-        self._record_arn(context, describe)
-        return self._wait(context, WaitFor.CAPACITY, staging.submitted, None)
+    def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None:
+        """Start the current stage's job (its name already recorded) and wait for it."""
+        assert self._windows is not None
+        return self._start(run, self._windows.stage_start(self._rendered_config(), limits, job_name))
 
-    def _record_arn(self, context: Context, describe: Mapping[str, Any]) -> None:
+    def _record_arn(self, run: TaskTry, describe: Mapping[str, Any]) -> None:
         """The job's ARN, once Create (or a Describe of the running job) gave it: in XCom and the job state."""
         arn = describe.get(self.job_kind.spec.arn_field)
         if not arn:
             return
-        context["ti"].xcom_push(key=XComKey.JOB_ARN.value, value=arn)
-        JobStateStore.of(context).update(job_arn=str(arn))
+        run.push(XComKey.JOB_ARN, arn)
+        run.store.update(job_arn=str(arn))
 
-    def _base_name(self, context: Context, request: Mapping[str, Any]) -> str:
+    def _base_name(self, run: TaskTry, request: Mapping[str, Any]) -> str:
         """The config's job name, or one derived from the task instance when the config gives none."""
         name_field = self.job_kind.spec.name_field
         given = request.get(name_field)
         if given:
             return str(given)
-        ti = context["ti"]
+        ti = run.ti
         map_index = getattr(ti, "map_index", -1)
         name = derive_job_name(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
         self.log.info("No %s in config: using %s, derived from this task instance and run", name_field, name)
         return name
 
-    def _persist_links(self, context: Context, job_name: str) -> None:
+    def _persist_links(self, run: TaskTry, job_name: str) -> None:
         if not self.do_xcom_push:
             return
         try:
@@ -511,90 +364,42 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         except Exception:  # links are a convenience; never fail the task for them
             self.log.debug("Could not resolve the job's links", exc_info=True)
             return
-        SageMakerPreferenceJobLink.persist(context, job_url)
-        SageMakerPreferenceJobLogsLink.persist(context, logs_url)
+        SageMakerPreferenceJobLink.persist(run.context, job_url)
+        SageMakerPreferenceJobLogsLink.persist(run.context, logs_url)
 
     # -- the wait --------------------------------------------------------------------------------------
-    def _trigger(
-        self,
-        wait_for: WaitFor,
-        prefs: InstancePreferenceList,
-        deadline: float | None,
-        describe: Mapping[str, Any] | None = None,
-        deferring: bool = False,
-    ) -> SageMakerCapacityTrigger:
-        job_name = self._progress.job_name
-        assert job_name is not None
-        escalate_after = None
-        staging = self._escalation.staging if self._escalation is not None else None
-        if staging is not None and wait_for is WaitFor.CAPACITY:
-            escalate_after, deadline = staging.timers(self.job_kind, describe)
-        return SageMakerCapacityTrigger(
-            job_name=job_name,
-            creation_time=creation_time_of(describe),
-            escalate_after_seconds=escalate_after,
-            job_kind=self.job_kind.value,
-            wait_for=wait_for.value,
-            preferences=prefs.as_list(),
-            poll_interval=self.poll_interval,
-            max_poll_interval=self.max_poll_interval,
-            deadline_seconds=deadline if wait_for is WaitFor.CAPACITY else None,
-            stop_on_deadline=True,
-            stop_job_on_kill=self.stop_job_on_kill,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-            deferred_at=deferred_now() if deferring else None,
-            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if deferring else None,
-        )
+    def _resume_for(self, wait_for: WaitFor) -> tuple[str, Resume]:
+        """The method a wait resumes in: its name, which a deferral records (serialized deferrals name
+        it, so it never changes), and the method itself, which a wait outside the triggerer calls."""
+        match wait_for:
+            case WaitFor.CAPACITY:
+                return "execute_complete", self.execute_complete
+            case WaitFor.COMPLETION:
+                return "execute_job_complete", self.execute_job_complete
 
     def _wait(
-        self, context: Context, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
+        self, run: TaskTry, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
     ) -> dict[str, Any] | None:
         """Wait in the triggerer (deferrable) or run the same trigger here; then resume with its event."""
-        job_name = self._progress.job_name
-        assert job_name is not None and self._escalation is not None
-        method = "execute_complete" if wait_for is WaitFor.CAPACITY else "execute_job_complete"
-        staging = self._escalation.staging
+        job_name, windows, waits = self._progress.job_name, self._windows, self.capacity_wait
+        assert job_name is not None and windows is not None
+        method_name, resume = self._resume_for(wait_for)
+        resume_kwargs = {
+            "preferences": prefs.as_list(),
+            "deadline": deadline,
+            "guardrails": self._guardrails,
+            "deferred_by_try": run.try_number,  # a resume in another try starts that try over
+        }
+        wait = Wait(job_name, wait_for, prefs, deadline)
         if not self.deferrable:
-            describe = None
-            if staging is not None and wait_for is WaitFor.CAPACITY:
-                describe = self.hook.describe_job(self.job_kind, job_name)
-                self._escalation.note_origin(describe)
-            event = asyncio.run(_first_event(self._trigger(wait_for, prefs, deadline, describe)))
+            event = waits.run_here(wait, windows)
         else:
-            # Look before deferring: a reattached or fast job may already be past the wait, and then
-            # this look is the answer. Otherwise the trigger starts from it (CreationTime) instead of
-            # Describing the job again.
-            kind = self.job_kind
-            describe = self.hook.describe_job(kind, job_name)
-            self._escalation.note_origin(describe)
-            phase = phase_of(kind, describe) if describe is not None else None
-            if describe is None or phase is None or not is_done(phase, wait_for):
-                self.defer(
-                    trigger=self._trigger(wait_for, prefs, deadline, describe, deferring=True),
-                    method_name=method,
-                    kwargs={
-                        "preferences": prefs.as_list(),
-                        "deadline": deadline,
-                        "guardrails": self._guardrails,
-                        "deferred_by_try": try_number_of(context),
-                    },
-                )
-            event = event_from_describe(
-                kind, wait_for, describe, phase, prefs, now=service_now(describe)
-            ).as_payload()
-        resume: Any = getattr(self, method)
-        result: dict[str, Any] | None = resume(
-            context,
-            event,
-            preferences=prefs.as_list(),
-            deadline=deadline,
-            guardrails=self._guardrails,
-            deferred_by_try=try_number_of(context),  # this very try: no need to ask the job state
-        )
-        return result
+            looked, describe = waits.look(wait, windows)
+            if looked is None:
+                trigger = waits.trigger(wait, windows, describe, deferring=True)
+                self.defer(trigger=trigger, method_name=method_name, kwargs=resume_kwargs)
+            event = looked
+        return resume(run.context, event, **resume_kwargs)
 
     # -- after the wait --------------------------------------------------------------------------------
     def execute_complete(
@@ -606,49 +411,25 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         guardrails: dict[str, Any] | None = None,
         deferred_by_try: int | None = None,
     ) -> dict[str, Any] | None:
-        """Resume after capacity: push the outcome; then wait for completion if asked."""
-        if self._resumed_by_another_try(context, deferred_by_try):
+        """Resume after capacity: push the outcome; then wait for completion if asked.
+
+        ``deadline`` bounded the capacity wait, which is over when this runs: it is accepted because every
+        deferral (of this release and earlier ones) passes it, and not used.
+        """
+        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
+        if run is None:
             return self.execute(context)
-        progress = self._progress
-        progress.preferences = self._preferences_of_resume(preferences)
-        escalation = self._begin_try(context)
-        # dag.test() resumes with the event alone: the report is also in the job state.
-        self._guardrails = self._guardrails or guardrails or self._recorded_guardrails(context)
+        progress, windows = self._progress, self._windows
+        assert windows is not None
         with self.recorder.failures(context, progress):
-            if escalation.staging is None:
-                staging = escalation.load()
-                progress.stages = list(staging.history) if staging else None
+            if windows.state is None:
+                stages = windows.load()
+                progress.stages = list(stages.history) if stages else None
             received = CapacityEvent.from_payload(event, progress.job_name or "?")
-            if escalation.handles(received):
+            if windows.ends_stage(received):
                 progress.job_name = received.job_name
-                return self._escalate(context)
-            return self._resume_capacity(context, event)
-
-    def _escalate(self, context: Context) -> dict[str, Any] | None:
-        """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""
-        assert self._escalation is not None and self._progress.job_name is not None
-        step = self._escalation.escalate(self._progress.job_name)
-        if isinstance(step, KeepJob):
-            return self._resume_capacity(context, step.event)
-        return self._submit_stage(context, step.job_name, step.limits)
-
-    def _resume_capacity(self, context: Context, event: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The end of the capacity wait: push the outcome; then wait for completion if asked."""
-        assert self._escalation is not None
-        progress, staging = self._progress, self._escalation.staging
-        preferences = staging.submitted.as_list() if staging else progress.preferences
-        received = CapacityEvent.from_payload(event, progress.job_name or "?")
-        if staging is not None and received.status is not EventStatus.SUCCESS:
-            progress.stages = [*staging.history, self._escalation.failed_stage(received)]
-        outcome = self.job_logs.outcome_with_logs(received)
-        progress.job_name = outcome.job_name
-        outcome = self._escalation.with_stages(with_guardrails(outcome, self._guardrails, self.log))
-        self.log.info("Capacity acquired: %s", outcome.summary())
-        result = self.recorder.push(context, outcome, progress)
-        if self.wait_for_completion and not received.job_ended:
-            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
-            return self._wait(context, WaitFor.COMPLETION, prefs, None)
-        return result
+                return self._close_window(run)
+            return self._resume_capacity(run, event)
 
     def execute_job_complete(
         self,
@@ -659,43 +440,72 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         guardrails: dict[str, Any] | None = None,
         deferred_by_try: int | None = None,
     ) -> dict[str, Any] | None:
-        """Resume after the job ended."""
-        if self._resumed_by_another_try(context, deferred_by_try):
+        """Resume after the job ended.
+
+        ``deadline`` is None for this wait (a job's run has no client-side bound); it is accepted because
+        every deferral (of this release and earlier ones) passes it.
+        """
+        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
+        if run is None:
             return self.execute(context)
-        progress = self._progress
-        progress.preferences = self._preferences_of_resume(preferences)
-        escalation = self._begin_try(context)
-        self._guardrails = guardrails = guardrails or self._recorded_guardrails(context)
+        progress, windows = self._progress, self._windows
+        assert windows is not None
         with self.recorder.failures(context, progress):
-            if escalation.staging is None:
-                escalation.load()
+            if windows.state is None:
+                windows.load()
             outcome = self.job_logs.outcome_with_logs(
                 CapacityEvent.from_payload(event, progress.job_name or "?")
             )
-            report = GuardrailReport.from_dict(guardrails)
-            outcome = escalation.with_stages(report.apply(outcome) if report else outcome)
+            outcome = windows.with_stages(with_guardrails(outcome, self._guardrails))
             self.log.info("Job finished: %s", outcome.summary())
             return self.recorder.push(context, outcome, progress, selection=False)
 
-    @staticmethod
-    def _resumed_by_another_try(context: Context, deferred_by_try: int | None) -> bool:
-        """Whether this try starts with another try's trigger event (:func:`resumed_by_another_try`).
+    def _resume_try(
+        self,
+        context: Context,
+        preferences: list[dict[str, Any]] | None,
+        guardrails: dict[str, Any] | None,
+        deferred_by_try: int | None,
+    ) -> TaskTry | None:
+        """What both resume methods do first: this try, with the list and guardrails the job was submitted
+        with; None when the event is another try's and this try must run from the beginning.
 
-        The deferral's own record says so where Airflow keeps it; ``dag.test()`` before 3.1 resumes with
-        the event alone, and then the job state does: every try that runs ``execute`` takes the job over.
+        ``dag.test()`` resumes with the event alone: the list is then the rendered arguments', the
+        guardrail report the job state's.
         """
-        if resumed_by_another_try(context, deferred_by_try):
-            return True
-        if deferred_by_try is not None:
-            return False
-        state = JobStateStore.of(context).load()
-        return resumed_by_another_try(context, state.try_number if state is not None else None)
+        run, _ = self._begin_try(context)
+        if run.resumed_by_another_try(deferred_by_try):
+            return None
+        self._progress.preferences = self._preferences_of_resume(preferences)
+        self._guardrails = self._guardrails or guardrails or run.recorded_guardrails()
+        return run
 
-    @staticmethod
-    def _recorded_guardrails(context: Context) -> dict[str, Any] | None:
-        """The guardrail report an earlier try of this task submitted its job with."""
-        state = JobStateStore.of(context).load()
-        return state.guardrails if state is not None else None
+    def _close_window(self, run: TaskTry) -> dict[str, Any] | None:
+        """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""
+        assert self._windows is not None and self._progress.job_name is not None
+        match self._windows.close_window(self._progress.job_name):
+            case KeepJob(event):
+                return self._resume_capacity(run, event)
+            case NextStage(job_name, limits):
+                return self._start_stage(run, job_name, limits)
+
+    def _resume_capacity(self, run: TaskTry, event: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The end of the capacity wait: push the outcome; then wait for completion if asked."""
+        assert self._windows is not None
+        progress, stages = self._progress, self._windows.state
+        preferences = stages.submitted.as_list() if stages else progress.preferences
+        received = CapacityEvent.from_payload(event, progress.job_name or "?")
+        if stages is not None and received.status is not EventStatus.SUCCESS:
+            progress.stages = [*stages.history, self._windows.failed_stage(received)]
+        outcome = self.job_logs.outcome_with_logs(received)
+        progress.job_name = outcome.job_name
+        outcome = self._windows.with_stages(with_guardrails(outcome, self._guardrails, self.log))
+        self.log.info("Capacity acquired: %s", outcome.summary())
+        result = self.recorder.push(run.context, outcome, progress)
+        if self.wait_for_completion and not received.job_ended:
+            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
+            return self._wait(run, WaitFor.COMPLETION, prefs, None)
+        return result
 
     def on_kill(self) -> None:
         """The task process was told to stop: stop the SageMaker job with it, unless the task goes on.
@@ -706,10 +516,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         job_name = self._progress.job_name
         if not (self.stop_job_on_kill and job_name):
             return
-        ti, store = self._task_context
+        ti = self._try.ti
         state = current_state(ti)
         mine = getattr(ti, "try_number", None)
-        if state in GOES_ON or (state == "running" and _taken_over(store, mine)):
+        if state in GOES_ON or (state == "running" and _taken_over(self._try, mine)):
             self.log.warning(
                 "Try %s was killed while the task goes on (now %s): job %s is left to the try that follows, "
                 "which reattaches to it",
@@ -745,9 +555,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return self._lineage(finished=True)
 
 
-def _taken_over(store: JobStateStore, try_number: Any) -> bool:
+def _taken_over(run: TaskTry, try_number: Any) -> bool:
     """Whether the job state says a later try than ``try_number`` took the job over."""
-    state = store.load_or_none()
+    state = run.store.load_or_none()
     return state is not None and state.owned_by_later_try(try_number)
 
 

@@ -1,19 +1,21 @@
 """Submit once: the job name recorded before Create, and what a later try does with it.
 
 The name goes into the task's state store *before* ``Create*``. A retry then reattaches to a job that
-still runs, returns a completed job's outcome, goes on with an escalation between stages, and only
+still runs, returns a completed job's outcome, goes on to the next stage of acceptance windows, and only
 submits a new job (``-r2``, ``-r3``...) when the previous one failed or stopped. A *clear* is not a
 retry: the cleared task runs a new job whatever became of the previous one, stopping it first if it
 still runs (``stop_job_on_kill``). A try past the task's retries (``try_number > max_tries + 1``: a
 scheduler reset the task after losing its process) is neither: it reattaches or returns like a retry,
 but never submits a new job; it ends as the lost try would have.
+
+What a try does is one of three tagged results (:data:`TryStart`), matched once by the operator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any, NoReturn
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn, TypeAlias
 
 from airflow.sdk import Context
 from botocore.exceptions import ClientError
@@ -50,8 +52,55 @@ def beyond_retries(context: Context) -> bool:
     return try_number is not None and max_tries is not None and try_number > max_tries + 1
 
 
-#: Whether an ended job of an earlier try is a stage its escalation goes on from (``Escalation.continues``).
-ContinuesEscalation = Callable[[JobState, Mapping[str, Any]], bool]
+#: Whether an ended job of an earlier try is a stage its acceptance windows go on from
+#: (``AcceptanceWindows.continues``).
+ContinuesStages = Callable[[JobState, Mapping[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """An earlier try's job completed: this try returns its outcome."""
+
+    outcome: CapacityOutcome
+
+
+@dataclass(frozen=True)
+class Reattach:
+    """An earlier try's job is this try's: still running, or a stage the windows go on from."""
+
+    job_name: str
+    describe: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Create:
+    """This try creates job ``job_name``; the name is already recorded in the job state."""
+
+    job_name: str
+
+
+#: What submit-once decided for a try.
+TryStart: TypeAlias = Completed | Reattach | Create
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """A job the operator starts: created under its recorded name, or taken over while it runs.
+
+    :param job_name: the job's name (recorded before Create).
+    :param prefs: the list the wait reports against (with a stage's windows, the whole list).
+    :param deadline: the client-side deadline of the capacity wait, in seconds.
+    :param request: the Create request (None when taking over a running job).
+    :param offered: the list the Create request offers (default: ``prefs``).
+    :param describe: the running job's Describe, when taking it over.
+    """
+
+    job_name: str
+    prefs: InstancePreferenceList
+    deadline: float | None
+    request: dict[str, Any] | None = None
+    offered: InstancePreferenceList | None = None
+    describe: dict[str, Any] | None = None
 
 
 class SubmitOnce:
@@ -74,14 +123,11 @@ class SubmitOnce:
         context: Context,
         store: JobStateStore,
         base_name: str,
-        continues_escalation: ContinuesEscalation,
-    ) -> CapacityOutcome | tuple[str, dict[str, Any] | None]:
+        continues_stages: ContinuesStages,
+    ) -> TryStart:
         """Decide the job name for this try from the job state; reattach where a job already runs.
 
         The name is recorded before this returns, so it is known before any Create.
-
-        :returns: the completed outcome, or ``(name, describe)`` where describe is None if the job
-            must be created.
         """
         state = store.load()
         max_tries = max_tries_of(context)
@@ -104,7 +150,7 @@ class SubmitOnce:
                 status = job_status(self.job_kind, describe)
                 if not cleared:
                     resumed = self._resume_earlier_try(
-                        context, state, previous, describe, status, continues_escalation
+                        context, state, previous, describe, status, continues_stages
                     )
                     if resumed is not None:
                         return resumed
@@ -129,7 +175,7 @@ class SubmitOnce:
                 try_number=try_number_of(context),
             )
         )
-        return name, None
+        return Create(name)
 
     def _resume_earlier_try(
         self,
@@ -138,17 +184,19 @@ class SubmitOnce:
         previous: str,
         describe: dict[str, Any],
         status: JobStatus,
-        continues_escalation: ContinuesEscalation,
-    ) -> CapacityOutcome | tuple[str, dict[str, Any]] | None:
+        continues_stages: ContinuesStages,
+    ) -> Completed | Reattach | None:
         """A retry's (or an orphan reset's) use of the earlier try's job; None: submit the next one."""
         if status is JobStatus.IN_PROGRESS:
             self.log.info("Reattaching to job %s from an earlier try (still %s)", previous, status.value)
-            return previous, describe
+            return Reattach(previous, describe)
         if status is JobStatus.COMPLETED:
-            return outcome_from_describe(self.job_kind, describe, None)
-        if continues_escalation(state, describe):
-            self.log.info("Job %s was a stage of this task's escalation; going on to the next", previous)
-            return previous, describe
+            return Completed(outcome_from_describe(self.job_kind, describe, None))
+        if continues_stages(state, describe):
+            self.log.info(
+                "Job %s was a stage of this task's acceptance windows; going on to the next", previous
+            )
+            return Reattach(previous, describe)
         if beyond_retries(context):
             self._end_as_the_lost_try(context, previous, describe)
         return None

@@ -24,7 +24,8 @@ record of each job wins). :func:`insights` returns JSON-ready dicts, in four sec
 - ``hour_of_day``: per selected instance type × hour of the job's creation (``created_at``), in UTC
   and, when the deployment's time zone is not UTC, in that zone too: selections and median wait.
 - ``acceptance_windows``: per DAG/task, for the jobs submitted in stages (``stages``): how often stage
-  1 won, how often the job escalated past it, which stage won, and each stage's median wait.
+  1 won, how often the job went on past it (``escalated``: the API's name), which stage won, and each
+  stage's median wait.
 
 Every figure carries the number of records it rests on (``records``) and whether that is enough
 (:data:`MIN_RECORDS`): ``"enough": false`` and a ``note`` when not. Counts, sums and medians stay (they
@@ -43,9 +44,9 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from airflow_provider_sm_prefs.domain.escalation import StageEnd
 from airflow_provider_sm_prefs.domain.guardrails import ExclusionKind
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
+from airflow_provider_sm_prefs.domain.windows import StageEnd
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, dedupe, percentile
 
 __all__ = ["MIN_RECORDS", "figure", "insights", "is_utc", "resolve_timezone"]
@@ -57,8 +58,8 @@ _UTC_BASE = ("UTC", "UCT", "ZULU", "UNIVERSAL", "GMT", "GMT0", "GMT+0", "GMT-0",
 _UTC_NAMES = frozenset({"Z", *_UTC_BASE, *(f"ETC/{name}" for name in _UTC_BASE)})
 _OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
 #: How a first stage ends when the job goes on to (or was about to start) the next stage.
-_ESCALATION_ENDS = frozenset(
-    {StageEnd.ESCALATED.value, StageEnd.STOPPED_AFTER_SELECTION.value, StageEnd.NO_CAPACITY.value}
+_PAST_STAGE1_ENDS = frozenset(
+    {StageEnd.WINDOW_CLOSED.value, StageEnd.STOPPED_AFTER_SELECTION.value, StageEnd.NO_CAPACITY.value}
 )
 
 
@@ -445,7 +446,8 @@ class _Windows:
 
     jobs: int = 0
     stage1_won: int = 0
-    escalated: int = 0
+    #: Jobs that went on past stage 1 (reported as ``escalated``, the API's name).
+    past_stage1: int = 0
     won_at: Counter[int] = field(default_factory=Counter)
     waits: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -457,8 +459,8 @@ class _Windows:
         first = stages[0]
         if first[0] == 1 and first[2] == StageEnd.SELECTED.value:
             self.stage1_won += 1
-        elif stages[-1][0] > 1 or (first[0] == 1 and first[2] in _ESCALATION_ENDS):
-            self.escalated += 1
+        elif stages[-1][0] > 1 or (first[0] == 1 and first[2] in _PAST_STAGE1_ENDS):
+            self.past_stage1 += 1
         for number, wait, _ in stages:
             if wait is not None:
                 self.waits[number].append(wait)
@@ -468,9 +470,9 @@ class _Windows:
             "jobs": self.jobs,
             "stage1_won": self.stage1_won,
             "stage1_won_share": _share(self.stage1_won, self.jobs),
-            "escalated": self.escalated,
-            "escalated_share": _share(self.escalated, self.jobs),
-            "other": self.jobs - self.stage1_won - self.escalated,
+            "escalated": self.past_stage1,
+            "escalated_share": _share(self.past_stage1, self.jobs),
+            "other": self.jobs - self.stage1_won - self.past_stage1,
             "won_at_stage": {str(n): self.won_at[n] for n in sorted(self.won_at)},
             "without_capacity": self.jobs - sum(self.won_at.values()),
             "stages": [

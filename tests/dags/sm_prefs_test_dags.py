@@ -57,22 +57,22 @@ class SelectedAtWindowTrainingOperator(SageMakerPreferenceTrainingOperator):
     """Capacity frees up right between the trigger's last look and the stop: the emulator's clock is
     moved forward (to the moment the first choice frees) just before the task looks again."""
 
-    def _escalate(self, context):  # type: ignore[no-untyped-def]
+    def _close_window(self, run):  # type: ignore[no-untyped-def]
         from offline_sagemaker.remote import RemoteSageMaker
 
         endpoint = self.hook.conn_config.get_service_endpoint_url("sagemaker")
         RemoteSageMaker(endpoint).advance(600)
-        return super()._escalate(context)
+        return super()._close_window(run)
 
 
 class CrashBeforeNextStageTrainingOperator(SageMakerPreferenceTrainingOperator):
     """Dies after stopping a Pending stage and recording the next, before creating it (first try only)."""
 
-    def _submit_stage(self, context, job_name, limits):  # type: ignore[no-untyped-def]
-        staging = self._escalation.staging if self._escalation is not None else None
-        if context["ti"].try_number == 1 and staging is not None and staging.stage > 1:
+    def _start_stage(self, run, job_name, limits):  # type: ignore[no-untyped-def]
+        stages = self._windows.state if self._windows is not None else None
+        if run.context["ti"].try_number == 1 and stages is not None and stages.stage > 1:
             raise RuntimeError("worker died between two stages")
-        return super()._submit_stage(context, job_name, limits)
+        return super()._start_stage(run, job_name, limits)
 
 
 #: The extra links' XCom keys, read back by ``consume`` with the outcome keys.

@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobStateStore
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+from airflow_provider_sm_prefs.operators.task_try import TaskTry
 from tests.operators.test_dag_runs import training_config
 
 G5 = "ml.g5.48xlarge"
@@ -57,7 +58,7 @@ def _killed(sm: Any, monkeypatch: pytest.MonkeyPatch, state: Any, owner_try: int
     op._progress.job_name = "nightly"
     ti = SimpleNamespace(dag_id="d", task_id="job", run_id="r", map_index=-1, try_number=1)
     record = {"job_name": "nightly", "try_number": owner_try} if owner_try else None
-    op._task_context = (ti, JobStateStore(_Store(record)))
+    op._try = TaskTry({"ti": ti}, JobStateStore(_Store(record)))
     op.on_kill()
     return str(sm.job("nightly")["status"])
 

@@ -62,7 +62,7 @@ def test_literal_arguments_set_no_upstream_and_keep_every_setting() -> None:
     assert train.instance_preferences == [P4D, {"instance_type": G5, "accept_after": 300.0}]
     assert (train.poll_interval, train.print_log, train.wait_for_completion) == (7, False, True)
     assert train.botocore_config == {"retries": {"mode": "adaptive"}}
-    assert train._progress == TryProgress() and train._escalation is None
+    assert train._progress == TryProgress() and train._windows is None
 
 
 def test_a_repeated_list_is_checked_each_time_with_its_own_request() -> None:

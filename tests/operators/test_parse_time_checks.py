@@ -16,7 +16,7 @@ from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_provider_sm_prefs.operators.sagemaker import has_template
+from airflow_provider_sm_prefs.operators.templates import has_template
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
 OPERATORS: dict[str, type[SageMakerPreferenceBaseOperator]] = {

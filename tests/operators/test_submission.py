@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.exceptions import CapacityTimeoutError
-from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobState, JobStateStore
+from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobState
 from airflow_provider_sm_prefs.operators.submission import beyond_retries
 from tests.operators.test_dag_runs import training_config
 
@@ -75,10 +75,17 @@ def _operator() -> Any:
 
 
 def _name_this_try(context: dict[str, Any]) -> Any:
-    """What the operator's submit-once decides for try ``context`` of job ``nightly``."""
+    """What the operator's submit-once decides for try ``context`` of job ``nightly``, as
+    ``(name, describe)`` (describe None: the job is to be created)."""
+    from airflow_provider_sm_prefs.operators.submission import Create, Reattach
+
     op = _operator()
-    escalation = op._begin_try(context)
-    return op.submit_once.name_this_try(context, JobStateStore.of(context), "nightly", escalation.continues)
+    run, windows = op._begin_try(context)
+    decision = op.submit_once.name_this_try(context, run.store, "nightly", windows.continues)
+    if isinstance(decision, Create):
+        return decision.job_name, None
+    assert isinstance(decision, Reattach), decision
+    return decision.job_name, decision.describe
 
 
 def _create_and_stop(sm: Any, pending_limit: int) -> None:

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_provider_sm_prefs.domain.escalation import StageLimits, plan_stages, stage_limits, stage_suffix
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import (
@@ -14,6 +13,7 @@ from airflow_provider_sm_prefs.domain.preferences import (
     InstancePreferenceList,
     check_request,
 )
+from airflow_provider_sm_prefs.domain.windows import StageLimits, plan_stages, stage_limits, stage_suffix
 
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly-p5"
 P5, G5, G6, P4D, C5 = "ml.p5.48xlarge", "ml.g5.48xlarge", "ml.g6.48xlarge", "ml.p4d.24xlarge", "ml.c5.xlarge"

@@ -110,7 +110,8 @@ class GuardrailCheck:
             return
         warning = self._check_workload(prefs, job_level_count(self.job_kind, config), requirements)
         if warning:
-            warnings.warn(warning, MixedAcceleratorRuntimesWarning, stacklevel=4)
+            # Points at the DAG file: here, check_literal_arguments, the operator's __init__, Airflow's wrapper.
+            warnings.warn(warning, MixedAcceleratorRuntimesWarning, stacklevel=5)
 
     def guard(
         self,
@@ -180,17 +181,20 @@ class GuardrailCheck:
 
 
 def with_guardrails(
-    outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None, log: Any
+    outcome: CapacityOutcome, guardrails: Mapping[str, Any] | None, log: Any = None
 ) -> CapacityOutcome:
-    """The outcome in terms of the list as written, with its cost; logs what the selection costs.
+    """The outcome in terms of the list as written, with its cost: the one way an outcome gets its
+    guardrails, whatever the step.
 
     :param guardrails: the report the job was submitted with (``GuardrailReport.as_dict()``), if any.
+    :param log: where to say what the selection costs (the step that reports the selection); None: say
+        nothing (the job's end, after the selection was reported).
     """
     report = GuardrailReport.from_dict(guardrails)
     if report is None:
         return outcome
     outcome = report.apply(outcome)
-    note = report.selection_note(outcome)
+    note = report.selection_note(outcome) if log is not None else None
     if note:
         log.info("%s", note)
     return outcome
