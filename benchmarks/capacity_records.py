@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_provider_sm_prefs.domain.escalation import StageEnd, StageRecord, stage_suffix
 from airflow_provider_sm_prefs.domain.guardrails import Facts, GuardrailReport, Guardrails, evaluate
 from airflow_provider_sm_prefs.domain.outcome import Capacity, CapacityOutcome
 from airflow_provider_sm_prefs.domain.preferences import InstancePreference, InstancePreferenceList
 from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind, TaskInstanceRef
+from airflow_provider_sm_prefs.domain.windows import StageEnd, StageRecord, stage_suffix
 from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name
 
 FLEET_DAG, FLEET_TASK = "e2e_fleet", "job"

@@ -72,7 +72,7 @@ class InstancePreference:
     :param training_plan_arn: a SageMaker training plan whose reserved capacity backs this entry
         (training only). The plan's instance type must equal ``instance_type``.
     :param accept_after: the entry becomes acceptable only once the task has waited this long in total
-        (timedelta or seconds; see :mod:`airflow_provider_sm_prefs.domain.escalation`). Never sent to AWS.
+        (timedelta or seconds; see :mod:`airflow_provider_sm_prefs.domain.windows`). Never sent to AWS.
     """
 
     instance_type: str

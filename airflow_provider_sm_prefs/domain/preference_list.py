@@ -253,9 +253,12 @@ class InstancePreferenceList(Sequence[InstancePreference]):
         return tuple(out)
 
     @property
-    def escalates(self) -> bool:
-        """True when some entry waits for a window (the job is submitted in stages)."""
+    def has_windows(self) -> bool:
+        """True when some entry waits for an acceptance window (the job is submitted in stages)."""
         return any(self._windows)
+
+    #: The earlier name of :attr:`has_windows`.
+    escalates = has_windows
 
     def window_problems(self, max_pending_seconds: int | None) -> list[str]:
         """Windows that open only after ``max_pending`` has run out: their entries could never be used."""

@@ -119,7 +119,7 @@ class CapacityWait:
         return SageMakerCapacityTrigger(
             job_name=wait.job_name,
             creation_time=creation_time_of(describe),
-            escalate_after_seconds=window_closes_after,
+            window_closes_after_seconds=window_closes_after,
             job_kind=self.job_kind.value,
             wait_for=wait.wait_for.value,
             preferences=wait.prefs.as_list(),

@@ -316,7 +316,7 @@ class AcceptanceWindows:
         stage_state = self.state
         if stage_state is None or received.status is EventStatus.SUCCESS:
             return False
-        if received.status is EventStatus.ESCALATE:
+        if received.status is EventStatus.WINDOW_CLOSED:
             return True
         if stage_state.current.is_last:
             return False

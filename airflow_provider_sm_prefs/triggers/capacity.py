@@ -85,7 +85,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param window_closes_after_seconds: seconds from CreationTime (service clock) when the job's
         acceptance window closes: a job still Pending then ends the wait with a window-closed event
         (:attr:`~airflow_provider_sm_prefs.domain.events.EventStatus.WINDOW_CLOSED`), and the task
-        submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.escalation`). The job is
+        submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.windows`). The job is
         not stopped here: the task looks once more right before stopping it.
     :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
     :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job
