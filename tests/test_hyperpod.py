@@ -11,11 +11,13 @@ from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferenc
 from airflow_provider_sm_prefs.domain.hyperpod import (
     ANNOUNCED_TYPES,
     FlexibleGroup,
-    GroupOutcome,
     GroupPhase,
+    group_progress,
+)
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
+    GroupOutcome,
     describe_mix,
     group_outcome,
-    group_progress,
     type_counts,
 )
 

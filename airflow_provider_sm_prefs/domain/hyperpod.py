@@ -1,4 +1,4 @@
-"""HyperPod flexible instance groups: the ordered list of instance types, and what a group ended up with.
+"""HyperPod flexible instance groups: the ordered list of instance types, and where a scale-up stands.
 
 A flexible instance group (``ClusterInstanceGroupSpecification.InstanceRequirements.InstanceTypes``) names
 1 to 20 instance types in priority order. HyperPod provisions each node on the first type with capacity and
@@ -8,8 +8,8 @@ three hours the group rolls back to its previous state (zero nodes for a new gro
 
 This module checks a group request against every documented rule before anything is sent to AWS
 (:class:`FlexibleGroup`), decides where a wait stands from one ``DescribeCluster`` answer
-(:func:`group_progress`), and turns the group's ``InstanceTypeDetails`` into the outcome handed to the
-next tasks (:class:`GroupOutcome`). Pure domain code: no Airflow, no boto.
+(:func:`group_progress`), and keeps what a task asked for across its tries (:class:`GroupRequest`). What
+the group ended up with is :mod:`.hyperpod_outcome`. Pure domain code: no Airflow, no boto.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from airflow_provider_sm_prefs.domain.catalog import UnknownInstanceTypeError, lookup
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
 
 #: ``ClusterInstanceRequirements.InstanceTypes``: 1 to 20 types.
@@ -40,8 +38,6 @@ ANNOUNCED_TYPES = (
     "ml.p5en.48xlarge",
     "ml.trn2.48xlarge",
 )
-
-_TIMES = "\N{MULTIPLICATION SIGN}"
 
 
 class GroupStatus(str, Enum):
@@ -321,180 +317,6 @@ def group_progress(
     ):
         return GroupPhase.REACHED_MINIMUM
     return GroupPhase.WAITING
-
-
-# -- the outcome -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TypeCount:
-    """Nodes of one type in a group: its place in the list and its hardware in total."""
-
-    instance_type: str
-    rank: int | None
-    count: int
-    accelerator_model: str | None = None
-    accelerators: int = 0
-    accelerator_memory_gib: float = 0.0
-    hourly_cost: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def type_counts(
-    group: FlexibleGroup,
-    details: Sequence[Mapping[str, Any]],
-    prices: Mapping[str, float] | None = None,
-) -> list[TypeCount]:
-    """Nodes per type from ``InstanceTypeDetails``, in list order (types not in the list last).
-
-    Types with no node are left out; prices are per node-hour (None where unknown).
-    """
-    counts: dict[str, int] = {}
-    for detail in details:
-        instance_type = str(detail.get("InstanceType"))
-        counts[instance_type] = counts.get(instance_type, 0) + int(detail.get("CurrentCount") or 0)
-    ordered = sorted(
-        (t for t, n in counts.items() if n > 0),
-        key=lambda t: (group.rank_of(t) or MAX_GROUP_TYPES + 1, t),
-    )
-    result = []
-    for instance_type in ordered:
-        count = counts[instance_type]
-        model, per_node, memory = _hardware(instance_type)
-        price = (prices or {}).get(instance_type)
-        result.append(
-            TypeCount(
-                instance_type=instance_type,
-                rank=group.rank_of(instance_type),
-                count=count,
-                accelerator_model=model,
-                accelerators=per_node * count,
-                accelerator_memory_gib=memory * per_node * count,
-                hourly_cost=None if price is None else round(price * count, 4),
-            )
-        )
-    return result
-
-
-def _hardware(instance_type: str) -> tuple[str | None, int, float]:
-    try:
-        spec = lookup(instance_type)
-    except UnknownInstanceTypeError:
-        return None, 0, 0.0
-    return spec.accelerator_model, spec.accelerators, float(spec.accelerator_memory_gib)
-
-
-def describe_mix(counts: Sequence[TypeCount]) -> str:
-    """``2 × ml.p5.48xlarge + 4 × ml.p4d.24xlarge = 16 × H100 + 32 × A100`` (accelerators by model)."""
-    if not counts:
-        return "no nodes"
-    nodes = " + ".join(f"{c.count} {_TIMES} {c.instance_type}" for c in counts)
-    by_model: dict[str, int] = {}
-    for c in counts:
-        if c.accelerator_model and c.accelerators:
-            by_model[c.accelerator_model] = by_model.get(c.accelerator_model, 0) + c.accelerators
-    if not by_model:
-        return f"{nodes}, no accelerators"
-    return f"{nodes} = " + " + ".join(f"{n} {_TIMES} {model}" for model, n in by_model.items())
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOutcome:
-    """What a flexible group ended up with, for XCom and the capacity record.
-
-    :param cluster_name: the cluster.
-    :param group_name: the instance group.
-    :param phase: how the wait ended (:class:`GroupPhase` value).
-    :param target_count: the count the task asked for.
-    :param current_count: nodes running when the wait ended.
-    :param min_count: ``MinInstanceCount`` as HyperPod reports it.
-    :param nodes: nodes per type in list order (:class:`TypeCount` as dicts).
-    :param preferences: the ordered list the group was asked for.
-    :param fell_back: whether any node runs on a type other than the first choice.
-    :param seconds_to_in_service: from the request to the end of the wait.
-    :param accelerators_total: accelerators over the whole mix.
-    :param accelerator_memory_gib_total: accelerator memory over the whole mix.
-    :param mix: :func:`describe_mix` of the nodes.
-    :param hourly_cost: the mix's cost per hour (None if a type has no price).
-    :param first_choice_hourly_cost: the cost per hour had every node been the first choice.
-    """
-
-    cluster_name: str
-    group_name: str
-    phase: str
-    target_count: int
-    current_count: int
-    min_count: int | None
-    nodes: list[dict[str, Any]]
-    preferences: list[str]
-    fell_back: bool
-    seconds_to_in_service: float | None
-    accelerators_total: int
-    accelerator_memory_gib_total: float
-    mix: str
-    hourly_cost: float | None = None
-    first_choice_hourly_cost: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupOutcome:
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def summary(self) -> str:
-        waited = "" if self.seconds_to_in_service is None else f" after {self.seconds_to_in_service:.0f} s"
-        return (
-            f"{self.cluster_name}/{self.group_name}: {self.current_count} of {self.target_count} nodes "
-            f"({self.phase}){waited}: {self.mix}"
-        )
-
-
-def group_outcome(
-    cluster_name: str,
-    group: FlexibleGroup,
-    details: Mapping[str, Any],
-    phase: GroupPhase,
-    requested_at: datetime | None,
-    now: datetime | None,
-    prices: Mapping[str, float] | None = None,
-) -> GroupOutcome:
-    """The outcome from the group's ``ClusterInstanceGroupDetails`` at the end of the wait."""
-    counts = type_counts(group, details.get("InstanceTypeDetails") or (), prices)
-    if not counts and details.get("InstanceType") and int(details.get("CurrentCount") or 0):
-        # A group of one fixed type reports no InstanceTypeDetails.
-        counts = type_counts(
-            group,
-            [{"InstanceType": details["InstanceType"], "CurrentCount": details["CurrentCount"]}],
-            prices,
-        )
-    current = sum(c.count for c in counts)
-    costs = [c.hourly_cost for c in counts]
-    first_price = (prices or {}).get(group.first_choice or "")
-    seconds = None
-    if requested_at is not None and now is not None:
-        seconds = round(max(0.0, (now - requested_at).total_seconds()), 3)
-    minimum = details.get("MinCount")
-    return GroupOutcome(
-        cluster_name=cluster_name,
-        group_name=group.group_name,
-        phase=phase.value,
-        target_count=group.instance_count,
-        current_count=current,
-        min_count=None if minimum is None else int(minimum),
-        nodes=[c.as_dict() for c in counts],
-        preferences=list(group.instance_types),
-        fell_back=any(c.instance_type != group.first_choice for c in counts),
-        seconds_to_in_service=seconds,
-        accelerators_total=sum(c.accelerators for c in counts),
-        accelerator_memory_gib_total=sum(c.accelerator_memory_gib for c in counts),
-        mix=describe_mix(counts),
-        hourly_cost=None if not counts or None in costs else round(sum(c for c in costs if c is not None), 4),
-        first_choice_hourly_cost=None if first_price is None else round(first_price * current, 4),
-    )
 
 
 # -- what survives a try ---------------------------------------------------------------------------------

@@ -24,13 +24,12 @@ from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.hyperpod import (
     GROUP_STATE_KEY,
     FlexibleGroup,
-    GroupOutcome,
     GroupPhase,
     GroupRequest,
     find_group,
-    group_outcome,
     took_effect,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome, group_outcome
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now

@@ -15,9 +15,9 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     FlexibleGroup,
     GroupPhase,
     find_group,
-    group_outcome,
     listed_types,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import group_outcome
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
