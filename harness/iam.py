@@ -34,8 +34,9 @@ _JOB_RESOURCE = {
     "TrainingJobName": "training-job",
     "ProcessingJobName": "processing-job",
     "TrainingPlanName": "training-plan",
+    "ClusterName": "cluster",
 }
-_TAGGING_CREATES = frozenset({"CreateTrainingJob", "CreateProcessingJob"})
+_TAGGING_CREATES = frozenset({"CreateTrainingJob", "CreateProcessingJob", "CreateCluster"})
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,12 @@ def _sagemaker_requests(call: Call, region: str, account: str) -> set[Request]:
     requests.add(Request(f"sagemaker:{call.operation}", resource))
     if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
         requests.add(Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),)))
-    role = call.params.get("RoleArn")
-    if role:
+    # A job's RoleArn; a HyperPod instance group's ExecutionRole.
+    roles = [
+        call.params.get("RoleArn"),
+        *(g.get("ExecutionRole") for g in call.params.get("InstanceGroups") or ()),
+    ]
+    for role in filter(None, roles):
         requests.add(
             Request("iam:PassRole", str(role), (("iam:PassedToService", "sagemaker.amazonaws.com"),))
         )

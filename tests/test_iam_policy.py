@@ -206,6 +206,24 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["on-kill"] = sm.job("killed")["status"]
             _count(stats, sm.stats())
 
+            # HyperPod: a flexible group created with its cluster (tags on create, the node role passed),
+            # waited for and its nodes listed; then scaled up.
+            hyperpod = _load(ROOT / "tests" / "dags" / "sm_prefs_hyperpod_dags.py", "iam_policy_hyperpod")
+            sm.load_scenario(
+                {
+                    "time_scale": 0,
+                    "capacity": {"ml.p5.48xlarge": [{"from": 0, "free": 8}]},
+                    "clusters": {"node_provisioning_seconds": 600},
+                }
+            )
+            with advancing_once_served(sm, "CreateCluster", 900):
+                run = hyperpod.hp_tagged.test()
+            states["hyperpod"] = run.state
+            with advancing_once_served(sm, "UpdateCluster", 900):
+                run = hyperpod.hp_target.test()  # the same group scaled up: UpdateCluster
+            states["hyperpod-scale"] = run.state
+            _count(stats, sm.stats())
+
             # Event mode: the wait reads the queue (ReceiveMessage, DeleteMessageBatch) and announces
             # its consumer to its peers (SendMessage, SendMessageBatch). The clock stands still until the
             # consumer has made each of those calls (its presence sent, come back and offered again), so
@@ -276,6 +294,8 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "processing-deadline": "failed",
         "processing-completion": "success",
         "event-mode": "success",
+        "hyperpod": "success",
+        "hyperpod-scale": "success",
     }
 
 

@@ -10,7 +10,7 @@ from airflow.sdk import DAG, task
 from airflow_provider_sm_prefs.operators.hyperpod import SageMakerHyperPodGroupOperator
 from airflow_provider_sm_prefs.sensors.hyperpod import SageMakerHyperPodGroupSensor
 
-ROLE = "arn:aws:iam::123456789012:role/HyperPodNodeRole"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerHyperPodNodeRole"
 LIFECYCLE = {"SourceS3Uri": "s3://sm-prefs-demo/hyperpod/lifecycle/", "OnCreate": "on_create.sh"}
 TYPES = ["ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"]
 FAST = {"poll_interval": 0.2, "min_defer_seconds": 0}
@@ -52,6 +52,9 @@ with _dag("hp_shortfall") as hp_shortfall:
 
 with _dag("hp_invalid") as hp_invalid:
     _group("scale", instance_types="ml.p5.48xlarge,{{ 'ml.p5.48xlarge' }}")
+
+with _dag("hp_tagged") as hp_tagged:
+    _group("scale", instance_count=2, cluster_config={"Tags": [{"Key": "team", "Value": "ml"}]})
 
 with _dag("hp_sensor") as hp_sensor:
     consume(
