@@ -1,7 +1,8 @@
-"""How the operators and the sensor leave their :class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord`.
+"""How the operators and the sensors leave their :class:`~airflow_provider_sm_prefs.domain.record.CapacityRecord`.
 
-:class:`CapacityRecorder` serves both: :meth:`~CapacityRecorder.push` pushes the outcome's XCom keys and
-the record (and sends the capacity metrics, :mod:`.metrics`); :meth:`~CapacityRecorder.failures` wraps a
+:class:`CapacityRecorder` serves them all: :meth:`~CapacityRecorder.push` pushes a job's outcome's XCom
+keys and the record (and sends the capacity metrics, :mod:`.metrics`); :meth:`~CapacityRecorder.record`
+pushes the record alone (a HyperPod instance group's outcome has its own XCom key); :meth:`~CapacityRecorder.failures` wraps a
 task's entry points so a try that fails leaves a record saying why before the exception goes on to
 Airflow. What a failure record says comes from the try's :class:`TryProgress`, which the task fills in
 as it goes.
@@ -19,6 +20,7 @@ from airflow.sdk import Context
 from airflow_provider_sm_prefs import metrics
 from airflow_provider_sm_prefs.compat import TaskDeferred, xcom_push
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord, TaskInstanceRef
 
@@ -34,6 +36,7 @@ class TryProgress:
     :param guardrails: what the guardrails before submit decided (``GuardrailReport.record_fields()``).
     :param stages: submission stages that ended before now (acceptance windows).
     :param outcome: the outcome this try pushed last.
+    :param group: what is known of a HyperPod instance group (``hyperpod_outcome.request_fields``).
     """
 
     job_name: str | None = None
@@ -41,12 +44,14 @@ class TryProgress:
     guardrails: dict[str, Any] | None = None
     stages: list[dict[str, Any]] | None = None
     outcome: CapacityOutcome | None = None
+    group: dict[str, Any] | None = None
 
 
 class CapacityRecorder:
     """Pushes a try's outcome and record, and leaves a record for a try that fails.
 
-    :param job_kind: ``training`` or ``processing`` (the sensor's may be known only once rendered).
+    :param job_kind: ``training``, ``processing`` (the sensor's may be known only once rendered) or
+        ``hyperpod-group`` (``hyperpod_outcome.GROUP_KIND``).
     :param region: the region the job runs in (read when a record is made; None when unknown).
     :param log: the task's logger.
     """
@@ -75,11 +80,18 @@ class CapacityRecorder:
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
             xcom_push(ti, key, value)
-        record = CapacityRecord.from_outcome(TaskInstanceRef.of(ti), outcome, self._region())
-        ti.xcom_push(key=RECORD_KEY, value=record.as_dict())
+        self.record(context, outcome, selection)
+        return outcome.as_dict()
+
+    def record(
+        self, context: Context, outcome: CapacityOutcome | GroupOutcome, selection: bool = True
+    ) -> CapacityRecord:
+        """Push this try's record of ``outcome`` (and send its metrics when it reports the selection)."""
+        record = CapacityRecord.from_outcome(TaskInstanceRef.of(context["ti"]), outcome, self._region())
+        context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
         if selection:
             metrics.emit(record)
-        return outcome.as_dict()
+        return record
 
     @contextlib.contextmanager
     def failures(self, context: Context, progress: TryProgress) -> Iterator[None]:
@@ -100,6 +112,7 @@ class CapacityRecorder:
                     self._region(),
                     guardrails=progress.guardrails,
                     stages=progress.stages,
+                    group=progress.group,
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
                 metrics.emit(record)

@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from airflow_provider_sm_prefs.domain import lineage, schema
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.domain.record import RECORD_VERSION, CapacityRecord, TaskInstanceRef
@@ -30,9 +31,11 @@ from airflow_provider_sm_prefs.plugin.stats import JOB_FIELDS, Entry, Filters, s
 TI = TaskInstanceRef("nightly", "train", "scheduled__2026-11-30", map_index=-1, try_number=1)
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
 OUTCOME_FIELDS = {f.name: f for f in dataclasses.fields(CapacityOutcome)}
+GROUP_OUTCOME_FIELDS = {f.name: f for f in dataclasses.fields(GroupOutcome)}
 RECORD_FIELDS = {f.name: f for f in dataclasses.fields(CapacityRecord)}
 HINTS = {
     CapacityOutcome: typing.get_type_hints(CapacityOutcome),
+    GroupOutcome: typing.get_type_hints(GroupOutcome),
     CapacityRecord: typing.get_type_hints(CapacityRecord),
 }
 #: A value of each JSON type, to fill every field and to find one a field must not hold.
@@ -87,15 +90,20 @@ def shipped_schema() -> dict[str, Any]:
 # -- the record ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(OUTCOME_FIELDS))
-def test_every_outcome_field_is_a_record_field_unless_outcome_only(name: str) -> None:
-    if schema.info(OUTCOME_FIELDS[name]).recorded:
+@pytest.mark.parametrize(
+    ("cls", "name"),
+    [(CapacityOutcome, name) for name in sorted(OUTCOME_FIELDS)]
+    + [(GroupOutcome, name) for name in sorted(GROUP_OUTCOME_FIELDS)],
+)
+def test_every_outcome_field_is_a_record_field_unless_outcome_only(cls: type, name: str) -> None:
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    if schema.info(declared[name]).recorded:
         assert name in RECORD_FIELDS, (
             f"CapacityRecord lacks the outcome's field {name!r}: declare it there (optional, with a default), "
-            "or mark it OUTCOME_ONLY in CapacityOutcome"
+            f"or mark it OUTCOME_ONLY in {cls.__name__}"
         )
         # The record holds whatever the outcome does (and None, for a try that failed).
-        held = set(schema.runtime_types(HINTS[CapacityOutcome][name]) or ())
+        held = set(schema.runtime_types(HINTS[cls][name]) or ())
         assert held <= set(schema.reader_types(CapacityRecord)[name] or held)
     else:
         assert name not in RECORD_FIELDS, f"{name!r} is OUTCOME_ONLY but the record declares it"
@@ -107,6 +115,16 @@ def test_a_record_copies_every_field_the_outcome_declares_for_it_and_reads_back_
     copied = schema.recorded(CapacityOutcome)
     assert copied and all(getattr(record, name) == getattr(outcome, name) for name in copied)
     assert CapacityRecord.from_dict(record.as_dict()) == record
+
+
+def test_a_group_record_copies_every_field_the_group_outcome_declares_for_it() -> None:
+    values = {name: sample(HINTS[GroupOutcome][name]) for name in GROUP_OUTCOME_FIELDS}
+    outcome = GroupOutcome(**{**values, "job_kind": "hyperpod-group"})
+    record = CapacityRecord.from_outcome(TI, outcome, "us-east-1", now=NOW)
+    copied = schema.recorded(GroupOutcome)
+    assert "mix" not in copied and "mix" not in RECORD_FIELDS  # the nodes say it
+    assert copied and all(getattr(record, name) == getattr(outcome, name) for name in copied)
+    assert record.is_group and CapacityRecord.from_dict(record.as_dict()) == record
 
 
 @pytest.mark.parametrize("name", sorted(RECORD_FIELDS))

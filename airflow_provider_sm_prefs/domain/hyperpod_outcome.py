@@ -2,18 +2,24 @@
 accelerators and its cost next to the all-first-choice cost. Pure domain code: no Airflow, no boto.
 
 HyperPod reports the mix in ``ClusterInstanceGroupDetails.InstanceTypeDetails`` (per type ``CurrentCount``);
-:func:`group_outcome` turns it into the :class:`GroupOutcome` handed to the next tasks.
+:func:`group_outcome` turns it into the :class:`GroupOutcome` handed to the next tasks. The capacity record
+carries the outcome's fields under the same names, as it does a job's (:mod:`.schema`), with
+``job_kind`` :data:`GROUP_KIND`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.catalog import UnknownInstanceTypeError, lookup
 from airflow_provider_sm_prefs.domain.hyperpod import MAX_GROUP_TYPES, FlexibleGroup, GroupPhase
+from airflow_provider_sm_prefs.domain.schema import OUTCOME_ONLY
+
+#: The ``job_kind`` of a HyperPod instance group's outcome and capacity record (a job's is a ``JobKind``).
+GROUP_KIND = "hyperpod-group"
 
 _TIMES = "\N{MULTIPLICATION SIGN}"
 
@@ -78,11 +84,25 @@ def _hardware(instance_type: str) -> tuple[str | None, int, float]:
     return spec.accelerator_model, spec.accelerators, float(spec.accelerator_memory_gib)
 
 
+def node_mix(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """``2 × ml.p5.48xlarge + 4 × ml.p4d.24xlarge`` from nodes per type (``TypeCount.as_dict()``, as the
+    outcome and the record carry them); ``no nodes`` for none. Unreadable items are left out."""
+    parts = [
+        f"{node['count']} {_TIMES} {node['instance_type']}"
+        for node in nodes
+        if isinstance(node, Mapping)
+        and isinstance(node.get("instance_type"), str)
+        and isinstance(node.get("count"), int)
+        and not isinstance(node.get("count"), bool)
+    ]
+    return " + ".join(parts) if parts else "no nodes"
+
+
 def describe_mix(counts: Sequence[TypeCount]) -> str:
     """``2 × ml.p5.48xlarge + 4 × ml.p4d.24xlarge = 16 × H100 + 32 × A100`` (accelerators by model)."""
     if not counts:
         return "no nodes"
-    nodes = " + ".join(f"{c.count} {_TIMES} {c.instance_type}" for c in counts)
+    nodes = node_mix([c.as_dict() for c in counts])
     by_model: dict[str, int] = {}
     for c in counts:
         if c.accelerator_model and c.accelerators:
@@ -95,6 +115,9 @@ def describe_mix(counts: Sequence[TypeCount]) -> str:
 @dataclass(frozen=True, slots=True)
 class GroupOutcome:
     """What a flexible group ended up with, for XCom and the capacity record.
+
+    The capacity record carries every field not ``OUTCOME_ONLY`` under the same name (:mod:`.schema`);
+    ``mix`` is not carried: the record's ``nodes`` say the same (:func:`node_mix`).
 
     :param cluster_name: the cluster.
     :param group_name: the instance group.
@@ -111,6 +134,7 @@ class GroupOutcome:
     :param mix: :func:`describe_mix` of the nodes.
     :param hourly_cost: the mix's cost per hour (None if a type has no price).
     :param first_choice_hourly_cost: the cost per hour had every node been the first choice.
+    :param job_kind: :data:`GROUP_KIND`, as the capacity record names the kind of what it records.
     """
 
     cluster_name: str
@@ -125,9 +149,10 @@ class GroupOutcome:
     seconds_to_in_service: float | None
     accelerators_total: int
     accelerator_memory_gib_total: float
-    mix: str
+    mix: str = field(metadata=OUTCOME_ONLY)
     hourly_cost: float | None = None
     first_choice_hourly_cost: float | None = None
+    job_kind: str = GROUP_KIND
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,3 +212,19 @@ def group_outcome(
         hourly_cost=None if not counts or None in costs else round(sum(c for c in costs if c is not None), 4),
         first_choice_hourly_cost=None if first_price is None else round(first_price * current, 4),
     )
+
+
+def request_fields(cluster_name: str, group_name: str, group: FlexibleGroup | None = None) -> dict[str, Any]:
+    """What a failed try's capacity record knows of the group it asked for, by the record's field names.
+
+    :param group: the checked group, once known (its list, target and minimum count); else the names only.
+    """
+    known: dict[str, Any] = {"cluster_name": cluster_name, "group_name": group_name}
+    if group is not None:
+        known |= {
+            "group_name": group.group_name,
+            "preferences": list(group.instance_types),
+            "target_count": group.instance_count,
+            "min_count": group.min_instance_count,
+        }
+    return known

@@ -1,8 +1,10 @@
 """The capacity record: one complete, versioned record per task try, failures included (pure).
 
-Every try of the operators and the sensor leaves it in XCom under :data:`RECORD_KEY`, so what happened
+Every try of the operators and the sensors leaves it in XCom under :data:`RECORD_KEY`, so what happened
 to each job — which entry ran, after how long, for how long, or why nothing ran — can be read back
-across runs from Airflow's own storage. ``return_value`` and the per-field keys of
+across runs from Airflow's own storage. A HyperPod instance group's try leaves one too, with ``job_kind``
+:data:`~airflow_provider_sm_prefs.domain.hyperpod_outcome.GROUP_KIND`: the group's fields instead of a
+job's (nodes per type in list order, counts, time to InService, the mix's accelerators and cost). ``return_value`` and the per-field keys of
 :class:`~airflow_provider_sm_prefs.domain.outcome.XComKey` stay as they are; the record adds the task
 instance, the region, the failure kind and timestamps.
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain import schema
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, GroupOutcome
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 
 __all__ = ["RECORD_KEY", "RECORD_VERSION", "CapacityRecord", "FailureKind", "TaskInstanceRef"]
@@ -42,6 +45,10 @@ class FailureKind(str, Enum):
     REJECTED = "rejected"
     INVALID_REQUEST = "invalid_request"
     PREFLIGHT = "preflight"
+    #: A HyperPod instance group short of its target (and of an accepted minimum) within the wait.
+    SHORTFALL = "shortfall"
+    #: HyperPod rolled a HyperPod instance group back.
+    ROLLED_BACK = "rolled_back"
 
     @classmethod
     def of(cls, error: BaseException) -> FailureKind:
@@ -60,6 +67,10 @@ _KINDS: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (errors.JobSubmissionError, FailureKind.REJECTED),
     (errors.InvalidInstancePreferencesError, FailureKind.INVALID_REQUEST),
     (errors.PreflightError, FailureKind.PREFLIGHT),
+    (errors.ClusterQuotaError, FailureKind.QUOTA),
+    (errors.GroupCapacityShortfallError, FailureKind.SHORTFALL),
+    (errors.GroupRolledBackError, FailureKind.ROLLED_BACK),
+    (errors.ClusterConfigError, FailureKind.REJECTED),
 )
 
 
@@ -88,11 +99,13 @@ class TaskInstanceRef:
 
 @dataclass(frozen=True)
 class CapacityRecord:
-    """What one task try did with its SageMaker job. JSON-safe via :meth:`as_dict`.
+    """What one task try did with its SageMaker job or HyperPod instance group. JSON-safe via :meth:`as_dict`.
 
-    Carries every field of :class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome` that is not
-    ``OUTCOME_ONLY``, under the same name (optional here: a failed try has none of them), besides the task
-    try, the region, the failure and when it was recorded.
+    Carries every field of :class:`~airflow_provider_sm_prefs.domain.outcome.CapacityOutcome` and of
+    :class:`~airflow_provider_sm_prefs.domain.hyperpod_outcome.GroupOutcome` that is not ``OUTCOME_ONLY``,
+    under the same name (optional here: a failed try has none of them, and a job's record none of a
+    group's), besides the task try, the region, the failure and when it was recorded. ``job_kind`` tells
+    them apart (:attr:`is_group`).
     """
 
     dag_id: str
@@ -101,10 +114,11 @@ class CapacityRecord:
     map_index: int
     try_number: int
     job_kind: str
-    job_name: str | None
-    job_arn: str | None
-    region: str | None
-    preferences: list[dict[str, Any]] = field(default_factory=list)
+    job_name: str | None = None
+    job_arn: str | None = None
+    region: str | None = None
+    #: A job's entries as dicts; a HyperPod instance group's instance types as strings.
+    preferences: list[dict[str, Any] | str] = field(default_factory=list)
     selected_instance_type: str | None = None
     selected_instance_count: int | None = None
     preference_rank: int | None = None
@@ -131,12 +145,34 @@ class CapacityRecord:
     unchecked: list[str] = field(default_factory=list)
     # Submission stages of a list with acceptance windows (added in version 1 with a default).
     stages: list[dict[str, Any]] = field(default_factory=list)
+    # A HyperPod instance group (job_kind GROUP_KIND; added in version 1 with defaults): see GroupOutcome.
+    cluster_name: str | None = None
+    group_name: str | None = None
+    phase: str | None = None
+    target_count: int | None = None
+    current_count: int | None = None
+    min_count: int | None = None
+    #: Nodes per type in list order: ``{instance_type, rank, count, accelerators, hourly_cost, ...}``.
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    seconds_to_in_service: float | None = None
+    accelerators_total: int | None = None
+    accelerator_memory_gib_total: float | None = None
+
+    @property
+    def is_group(self) -> bool:
+        """Whether the record is a HyperPod instance group's (else a job's)."""
+        return self.job_kind == GROUP_KIND
 
     @classmethod
     def from_outcome(
-        cls, ti: TaskInstanceRef, outcome: CapacityOutcome, region: str | None, now: datetime | None = None
+        cls,
+        ti: TaskInstanceRef,
+        outcome: CapacityOutcome | GroupOutcome,
+        region: str | None,
+        now: datetime | None = None,
     ) -> CapacityRecord:
-        """The record of a try that got its outcome (capacity acquired, or the job completed).
+        """The record of a try that got its outcome (capacity acquired, the job completed, or the group
+        reached its count).
 
         Every field the outcome declares for the record (:func:`~airflow_provider_sm_prefs.domain.schema.recorded`)
         is taken from it as is.
@@ -159,28 +195,38 @@ class CapacityRecord:
         now: datetime | None = None,
         guardrails: Mapping[str, Any] | None = None,
         stages: list[dict[str, Any]] | None = None,
+        group: Mapping[str, Any] | None = None,
     ) -> CapacityRecord:
-        """The record of a try that failed: why, and what is known of the job.
+        """The record of a try that failed: why, and what is known of the job or group.
 
         :param guardrails: ``first_choice_hourly_cost``, ``excluded`` and ``unchecked`` when the guardrails
             before submit ran (see ``GuardrailReport.record_fields``).
+        :param group: what is known of a HyperPod instance group (``hyperpod_outcome.request_fields``):
+            its names, and once checked its list, target and minimum count.
         """
-        status = error.status if isinstance(error, errors.SageMakerJobError) else None
-        reason = error.reason if isinstance(error, errors.SageMakerJobError) else str(error)
-        return cls(
+        status: str | None = None
+        reason: str | None = str(error)
+        if isinstance(error, errors.SageMakerJobError):
+            status, reason = error.status, error.reason
+        elif isinstance(error, errors.ClusterGroupError):
+            status, reason = error.status, error.reason or str(error)
+        values: dict[str, Any] = {
             **asdict(ti),
-            job_kind=job_kind,
-            job_name=getattr(error, "job_name", None) or job_name,
-            job_arn=None,
-            region=region,
-            preferences=list(preferences),
-            job_status=status,
-            failure_kind=FailureKind.of(error).value,
-            reason=reason,
-            recorded_at=_now(now),
-            stages=list(stages or []),
+            "job_kind": job_kind,
+            "job_name": getattr(error, "job_name", None) or job_name,
+            "job_arn": None,
+            "region": region,
+            "preferences": list(preferences),
+            "job_status": status,
+            "failure_kind": FailureKind.of(error).value,
+            "reason": reason,
+            "recorded_at": _now(now),
+            "stages": list(stages or []),
             **dict(guardrails or {}),
-        )
+        }
+        if isinstance(error, errors.ClusterGroupError):
+            values |= {"cluster_name": error.cluster_name, "group_name": error.group_name}
+        return cls(**(values | dict(group or {})))
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,13 +29,19 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     find_group,
     took_effect,
 )
-from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome, group_outcome
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
+    GROUP_KIND,
+    GroupOutcome,
+    group_outcome,
+    request_fields,
+)
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.submission import try_number_of
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
@@ -155,6 +161,11 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     def hook(self) -> SageMakerHyperPodHook:
         return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
 
+    @cached_property
+    def recorder(self) -> CapacityRecorder:
+        """Leaves this try's capacity record: the group's outcome, or why the try failed."""
+        return CapacityRecorder(lambda: GROUP_KIND, lambda: self.hook.conn_region_name, self.log)
+
     def _group(self, allowed_types: frozenset[str] | None) -> FlexibleGroup:
         types = self.instance_types
         if isinstance(types, str):
@@ -171,22 +182,28 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
 
     # -- execution ---------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
-        try:
-            group = self._group(allowed_types=cluster_instance_types())
-        except errors.InvalidInstancePreferencesError as err:
-            raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
-        self.log.info(
-            "Flexible instance group %s/%s: %s", self.cluster_name, group.group_name, group.describe()
-        )
-        self._running_context = context  # on_kill runs without one
-        decision = self._submit_once(context, group)
-        if decision.reattached:
-            self.log.info("The request of an earlier try took effect; waiting for it instead of asking again")
-        if self.deferrable:
-            self.defer(
-                trigger=self._trigger(group, decision.request, deferring=True), method_name="execute_complete"
+        progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
+        with self.recorder.failures(context, progress):
+            try:
+                group = self._group(allowed_types=cluster_instance_types())
+            except errors.InvalidInstancePreferencesError as err:
+                raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
+            progress.group = request_fields(self.cluster_name, group.group_name, group)
+            self.log.info(
+                "Flexible instance group %s/%s: %s", self.cluster_name, group.group_name, group.describe()
             )
-        event = asyncio.run(self._trigger(group, decision.request).wait())
+            self._running_context = context  # on_kill runs without one
+            decision = self._submit_once(context, group)
+            if decision.reattached:
+                self.log.info(
+                    "The request of an earlier try took effect; waiting for it instead of asking again"
+                )
+            if self.deferrable:
+                self.defer(
+                    trigger=self._trigger(group, decision.request, deferring=True),
+                    method_name="execute_complete",
+                )
+            event = asyncio.run(self._trigger(group, decision.request).wait())
         return self.execute_complete(context, event)
 
     def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
@@ -259,8 +276,13 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     # -- after the wait ----------------------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Push the outcome, or roll back and fail with an error that names the cause."""
-        event = event or {}
+        progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
+        with self.recorder.failures(context, progress):
+            return self._complete(context, event or {}, progress)
+
+    def _complete(self, context: Context, event: dict[str, Any], progress: TryProgress) -> dict[str, Any]:
         group = self._group(allowed_types=None)
+        progress.group = request_fields(self.cluster_name, group.group_name, group)
         request = _GroupStateStore(context).load()
         details = event.get("group") or {}
         phase = GroupPhase(event["phase"]) if event.get("phase") in GroupPhase._value2member_map_ else None
@@ -285,6 +307,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self._check_nodes(outcome)
         self.log.info("Instance group ready: %s", outcome.summary())
         context["ti"].xcom_push(key=OUTCOME_KEY, value=outcome.as_dict())
+        self.recorder.record(context, outcome)
         return outcome.as_dict()
 
     def _check_nodes(self, outcome: GroupOutcome) -> None:

@@ -17,11 +17,12 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     find_group,
     listed_types,
 )
-from airflow_provider_sm_prefs.domain.hyperpod_outcome import group_outcome
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
@@ -80,7 +81,18 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
     def hook(self) -> SageMakerHyperPodHook:
         return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
 
+    @cached_property
+    def recorder(self) -> CapacityRecorder:
+        """Leaves this try's capacity record: the group's outcome, or why the try failed."""
+        return CapacityRecorder(lambda: GROUP_KIND, lambda: self.hook.conn_region_name, self.log)
+
     def execute(self, context: Context) -> Any:
+        progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
+        with self.recorder.failures(context, progress):
+            event, group = self._watch(context, progress)
+        return self.execute_complete(context, event, group=group)
+
+    def _watch(self, context: Context, progress: TryProgress) -> tuple[dict[str, Any], dict[str, Any]]:
         cluster = self.hook.describe_cluster(self.cluster_name)
         details = find_group(cluster, self.group_name) if cluster is not None else None
         if cluster is None or details is None:
@@ -95,6 +107,7 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             instance_count=target,
             min_instance_count=details.get("MinCount"),
         )
+        progress.group = request_fields(self.cluster_name, self.group_name, group)
         trigger = HyperPodGroupTrigger(
             cluster_name=self.cluster_name,
             group=group.as_dict(),
@@ -113,18 +126,25 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"group": group.as_dict()})
-        return self.execute_complete(context, asyncio.run(trigger.wait()), group=group.as_dict())
+        return asyncio.run(trigger.wait()), group.as_dict()
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, group: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        event = event or {}
+        progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
+        with self.recorder.failures(context, progress):
+            return self._complete(context, event or {}, group, progress)
+
+    def _complete(
+        self, context: Context, event: dict[str, Any], group: dict[str, Any] | None, progress: TryProgress
+    ) -> dict[str, Any]:
         details = event.get("group") or {}
         if group is None:
             types = listed_types(details)
             target = self.target_count if self.target_count is not None else details.get("TargetCount") or 0
             group = FlexibleGroup(self.group_name, types, int(target)).as_dict()
         flexible = FlexibleGroup.from_dict(group)
+        progress.group = request_fields(self.cluster_name, self.group_name, flexible)
         if event.get("status") != "success":
             kinds: dict[Any, type[errors.ClusterGroupError]] = {
                 GroupPhase.ROLLED_BACK.value: errors.GroupRolledBackError,
@@ -144,4 +164,5 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         )
         self.log.info("Instance group ready: %s", outcome.summary())
         context["ti"].xcom_push(key=OUTCOME_KEY, value=outcome.as_dict())
+        self.recorder.record(context, outcome)
         return outcome.as_dict()

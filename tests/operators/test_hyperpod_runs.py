@@ -17,6 +17,7 @@ import boto3
 import pytest
 
 from airflow_provider_sm_prefs.domain.hyperpod import GROUP_STATE_KEY, FlexibleGroup, GroupRequest
+from airflow_provider_sm_prefs.domain.record import RECORD_KEY, CapacityRecord
 from airflow_provider_sm_prefs.operators.hyperpod import SageMakerHyperPodGroupOperator
 from tests.clock import in_background
 
@@ -74,6 +75,12 @@ def _xcom(dagrun: Any, task_id: str, key: str = "return_value") -> Any:
     return ti.xcom_pull(task_ids=task_id, key=key)
 
 
+def _record(dagrun: Any, task_id: str) -> CapacityRecord:
+    record = CapacityRecord.from_dict(_xcom(dagrun, task_id, RECORD_KEY))
+    assert record is not None
+    return record
+
+
 def _group_details(sm: Any) -> dict[str, Any]:
     cluster = _client(sm).describe_cluster(ClusterName="nightly")
     (group,) = [g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "gpu-workers"]
@@ -117,6 +124,19 @@ def test_eight_nodes_over_three_types_with_p5_scarce_hand_the_mix_to_the_next_ta
     assert outcome["first_choice_hourly_cost"] == pytest.approx(8 * 55.04)
     assert outcome["seconds_to_in_service"] >= 600  # one node provisioning time at least
     assert _xcom(dagrun, "consume") == {"mix": outcome["mix"], "ranks": 64}
+    # The try leaves its capacity record: the outcome's fields under the same names.
+    record = _record(dagrun, "scale")
+    assert record.is_group and record.failure_kind is None and record.region == "us-east-1"
+    assert (record.cluster_name, record.group_name, record.phase) == (
+        "nightly",
+        "gpu-workers",
+        "reached-target",
+    )
+    assert record.nodes == outcome["nodes"] and record.fell_back is True
+    assert (record.target_count, record.current_count, record.min_count) == (8, 8, 4)
+    assert record.seconds_to_in_service == outcome["seconds_to_in_service"]
+    assert record.accelerators_total == 64 and record.hourly_cost == outcome["hourly_cost"]
+    assert record.first_choice_hourly_cost == outcome["first_choice_hourly_cost"]
 
 
 def test_the_minimum_is_accepted_once_the_window_has_closed(sm: Any, airflow_db: None) -> None:
@@ -151,6 +171,13 @@ def test_a_shortfall_fails_the_task_and_scales_the_group_back(sm: Any, airflow_d
         dagrun = _dags().hp_shortfall.test()
     (ti,) = dagrun.get_task_instances()
     assert ti.state == "failed"
+    record = _record(dagrun, "scale")
+    assert (record.failure_kind, record.cluster_name, record.group_name) == (
+        "shortfall",
+        "nightly",
+        "gpu-workers",
+    )
+    assert record.target_count == 8 and record.preferences == [P5, P5E, P4D] and record.reason
     # Back where the task found it. The cluster refused updates while the scale-up ran, so the trigger
     # waited until it was InService again (here after HyperPod's own three-hour rollback).
     assert _group_details(sm)["TargetCount"] == 2
@@ -163,6 +190,9 @@ def test_a_list_that_breaks_a_rule_fails_before_any_call(sm: Any, airflow_db: No
     assert ti.state == "failed"
     operations = sm.stats()["operations"]
     assert not operations.get("CreateCluster") and not operations.get("UpdateCluster")
+    record = _record(dagrun, "scale")
+    assert (record.failure_kind, record.group_name) == ("invalid_request", "gpu-workers")
+    assert "appears twice" in (record.reason or "")
 
 
 def test_the_sensor_hands_on_a_group_scaled_elsewhere(sm: Any, airflow_db: None) -> None:
@@ -187,6 +217,18 @@ def test_the_sensor_hands_on_a_group_scaled_elsewhere(sm: Any, airflow_db: None)
         outcome["mix"]
         == "1 × ml.p5.48xlarge + 1 × ml.p5e.48xlarge + 2 × ml.p4d.24xlarge = 8 × H100 + 8 × H200 + 16 × A100"
     )
+    record = _record(dagrun, "watch")
+    assert record.is_group and record.nodes == outcome["nodes"] and record.current_count == 4
+
+
+def test_the_sensor_records_a_group_that_does_not_exist(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=1, p5e=1, p4d=8))
+    dagrun = _dags().hp_sensor.test()
+    states = {ti.task_id: ti.state for ti in dagrun.get_task_instances()}
+    assert states["watch"] == "failed"
+    record = _record(dagrun, "watch")
+    assert (record.failure_kind, record.job_status) == ("rejected", "NotFound")
+    assert (record.cluster_name, record.group_name) == ("nightly", "gpu-workers")
 
 
 class _Store:
