@@ -9,11 +9,12 @@ Routes (under the prefix):
 
 - ``GET /`` — the page (HTML; its script and the bundled Chart.js under ``/static``).
 - ``GET /api/filters`` — the readable DAGs that have records, with their tasks.
-- ``GET /api/capacity`` — everything the page draws; query ``since``, ``until`` (ISO 8601; default the
+- ``GET /api/capacity`` — everything the page draws (jobs, and HyperPod instance groups beside them); query ``since``, ``until`` (ISO 8601; default the
   last 30 days), ``dag_id``, ``task_id``, ``page`` (from 1), ``page_size`` (1–200). Bad values get a
   400 that names the parameter.
-- ``GET /api/insights`` — what the fallbacks cost, which entries ever win, when in the day, and how
-  acceptance windows play out (:mod:`.insights`); the same query, scope and answers to bad input as
+- ``GET /api/insights`` — what the fallbacks cost, which entries ever win, when in the day, how
+  acceptance windows play out, and each HyperPod instance group's fallback share and node mix over time
+  (:mod:`.insights`); the same query, scope and answers to bad input as
   ``/api/capacity``. Hours of the day are in UTC and in the deployment's time zone
   (``[core] default_timezone``).
 """
@@ -145,7 +146,7 @@ def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) ->
     dag_ids = _dag_scope(session, readable, filters.dag_id)
     entries, skipped = load_entries(session, dag_ids, filters)
     result = summarize(entries, filters, skipped=skipped)
-    with_links(session, result["jobs"]["rows"], _ui_root())
+    with_links(session, [*result["jobs"]["rows"], *result["groups"]["rows"]], _ui_root())
     return result
 
 

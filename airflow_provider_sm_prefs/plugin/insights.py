@@ -26,6 +26,14 @@ record of each job wins). :func:`insights` returns JSON-ready dicts, in four sec
 - ``acceptance_windows``: per DAG/task, for the jobs submitted in stages (``stages``): how often stage
   1 won, how often the job went on past it (``escalated``: the API's name), which stage won, and each
   stage's median wait.
+- ``cluster_groups``: per DAG/task and HyperPod instance group (records of job kind ``hyperpod-group``,
+  the newest try of each task instance): how many tries reached their count, the fallback share (how
+  often a group's nodes were not all the first choice) and the share of nodes on a fallback type, the
+  time to InService, the failures by kind, and the node mix over time: per DAG run, oldest first, the
+  nodes of each type in list order.
+
+The first four sections are the jobs' alone (a group's record never counts as a job), and so is
+``summary``; ``cluster_groups`` counts its own records.
 
 Every figure carries the number of records it rests on (``records``) and whether that is enough
 (:data:`MIN_RECORDS`): ``"enough": false`` and a ``note`` when not. Counts, sums and medians stay (they
@@ -47,7 +55,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from airflow_provider_sm_prefs.domain.guardrails import ExclusionKind
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.domain.windows import StageEnd
-from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, dedupe, percentile
+from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, dedupe, nodes_of, percentile, split
 
 __all__ = ["MIN_RECORDS", "figure", "insights", "is_utc", "resolve_timezone"]
 
@@ -107,6 +115,7 @@ def insights(entries: Sequence[Entry], filters: Filters, tz: str = "UTC", skippe
     :param skipped: records that could not be read, reported as they are.
     """
     zone = resolve_timezone(tz)
+    entries, groups = split(entries)
     jobs = dedupe(entries)
     return {
         "filters": filters.as_dict(),
@@ -116,6 +125,7 @@ def insights(entries: Sequence[Entry], filters: Filters, tz: str = "UTC", skippe
         "entries": _entries(jobs),
         "hour_of_day": _hour_of_day(jobs, tz, zone),
         "acceptance_windows": _acceptance_windows(jobs),
+        "cluster_groups": _cluster_groups(dedupe(groups)),
     }
 
 
@@ -490,3 +500,81 @@ def _acceptance_windows(jobs: Sequence[Entry]) -> list[dict[str, Any]]:
         if stages:
             groups[_task(entry.record)].add(stages)
     return [{"dag_id": k[0], "task_id": k[1], **groups[k].as_dict()} for k in sorted(groups)]
+
+
+# -- HyperPod instance groups ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    """The tries of one HyperPod instance group by one DAG/task."""
+
+    tries: int = 0
+    reached: int = 0
+    fell_back: int = 0
+    nodes: int = 0
+    fallback_nodes: int = 0
+    waits: list[float] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)
+    #: Every type seen, with its best rank in the lists as written.
+    types: dict[str, int | None] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, entry: Entry) -> None:
+        record = entry.record
+        nodes = nodes_of(record)
+        self.tries += 1
+        if record.failure_kind:
+            self.failures[record.failure_kind] += 1
+        elif nodes:
+            self.reached += 1
+            self.fell_back += record.fell_back is True
+            self.nodes += sum(n["count"] for n in nodes)
+            self.fallback_nodes += sum(n["count"] for n in nodes if n["rank"] != 1)
+            if _number(record.seconds_to_in_service) is not None:
+                self.waits.append(float(record.seconds_to_in_service or 0))
+        for node in nodes:
+            self.types.setdefault(node["instance_type"], node["rank"])
+        self.runs.append(
+            {
+                "run_id": record.run_id,
+                "run_after": _utc(entry.run_after).isoformat(),
+                "try_number": record.try_number,
+                "phase": record.phase,
+                "failure_kind": record.failure_kind,
+                "fell_back": record.fell_back,
+                "target_count": record.target_count,
+                "current_count": record.current_count,
+                "counts": {n["instance_type"]: n["count"] for n in nodes},
+            }
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        ordered = sorted(self.types, key=lambda t: (self.types[t] is None, self.types[t] or 0, t))
+        return {
+            "tries": self.tries,
+            "reached": self.reached,
+            "fell_back": self.fell_back,
+            "fallback_share": _share(self.fell_back, self.reached),
+            "nodes": self.nodes,
+            "fallback_nodes": self.fallback_nodes,
+            "fallback_node_share": _share(self.fallback_nodes, self.nodes)
+            if self.reached >= MIN_RECORDS
+            else None,
+            "to_in_service": _wait_figure(self.waits),
+            "failures": dict(sorted(self.failures.items())),
+            "instance_types": ordered,
+            "mix_over_time": sorted(self.runs, key=lambda run: (run["run_after"], run["try_number"])),
+            **figure(self.reached),
+        }
+
+
+def _cluster_groups(tries: Sequence[Entry]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str, str], _Group] = defaultdict(_Group)
+    for entry in tries:
+        record = entry.record
+        groups[(record.dag_id, record.task_id, record.cluster_name or "", record.group_name or "")].add(entry)
+    return [
+        {"dag_id": k[0], "task_id": k[1], "cluster_name": k[2], "group_name": k[3], **groups[k].as_dict()}
+        for k in sorted(groups)
+    ]

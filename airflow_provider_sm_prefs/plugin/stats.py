@@ -9,11 +9,16 @@ turns them into the JSON the page draws:
 - ``configurations``: per type × count, how many jobs, their wait, runtime and billable time (and cost
   when the records carry one);
 - ``failures``: per time bucket, timeouts, quota rejections, CPU-only "no capacity" and other failures;
-- ``jobs``: the newest records first, one page of them.
+- ``jobs``: the newest records first, one page of them;
+- ``groups``: HyperPod instance groups (records of job kind ``hyperpod-group``): how many reached their
+  count, how many of those fell back (a node on a type other than the first choice), and the newest
+  tries, each with its node mix (``2 × ml.p5.48xlarge + 6 × ml.p4d.24xlarge``), one page's size of them.
 
-A job reported by more than one record (an operator's retry that re-attached to its job, or a sensor
-watching it too) counts once: the newest record of each job name wins. Records without a job (rejected
-before anything was created) count one per try.
+Every figure but ``groups`` is the jobs' alone: a group's record never counts as a job. A job reported by
+more than one record (an operator's retry that re-attached to its job, or a sensor watching it too)
+counts once: the newest record of each job name wins. Records without a job (rejected before anything
+was created) count one per try. A group counts once per task instance (its newest try wins: a retry
+waits for the same request).
 """
 
 from __future__ import annotations
@@ -26,16 +31,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import node_mix
 from airflow_provider_sm_prefs.domain.record import CapacityRecord, FailureKind
 
 __all__ = [
     "FAILURE_SERIES",
+    "GROUP_FIELDS",
     "JOB_FIELDS",
     "WAIT_BINS",
     "Entry",
     "Filters",
     "dedupe",
+    "nodes_of",
     "percentile",
+    "split",
     "summarize",
 ]
 
@@ -69,6 +78,28 @@ JOB_FIELDS: tuple[str, ...] = (
     "job_status",
     "failure_kind",
 )
+#: Likewise for each row of the cluster group table; ``nodes``, ``mix``, ``entries`` and ``reason`` are
+#: computed from the record.
+GROUP_FIELDS: tuple[str, ...] = (
+    "dag_id",
+    "task_id",
+    "run_id",
+    "map_index",
+    "try_number",
+    "job_kind",
+    "region",
+    "cluster_name",
+    "group_name",
+    "phase",
+    "target_count",
+    "current_count",
+    "min_count",
+    "fell_back",
+    "seconds_to_in_service",
+    "accelerators_total",
+    "job_status",
+    "failure_kind",
+)
 _MAX_SERIES = 12
 _REASON_CHARS = 300
 
@@ -83,6 +114,8 @@ class Entry:
     @property
     def job_key(self) -> tuple[str, ...]:
         r = self.record
+        if r.is_group:
+            return ("group", r.dag_id, r.task_id, r.run_id, str(r.map_index))
         if r.job_name:
             return ("job", r.job_name)
         return ("try", r.dag_id, r.task_id, r.run_id, str(r.map_index), str(r.try_number))
@@ -157,8 +190,18 @@ def _buckets(filters: Filters) -> list[str]:
     return labels
 
 
+def split(entries: Iterable[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """``(jobs' entries, HyperPod instance groups' entries)``."""
+    jobs: list[Entry] = []
+    groups: list[Entry] = []
+    for entry in entries:
+        (groups if entry.record.is_group else jobs).append(entry)
+    return jobs, groups
+
+
 def summarize(entries: Sequence[Entry], filters: Filters, skipped: int = 0) -> dict[str, Any]:
     """Everything the page shows for ``entries`` (already limited to the filters' DAGs and range)."""
+    entries, group_entries = split(entries)
     jobs = dedupe(entries)
     decided = [e for e in jobs if e.record.preference_rank is not None]
     waits = [e.record.pending_seconds for e in decided if e.record.pending_seconds is not None]
@@ -182,6 +225,7 @@ def summarize(entries: Sequence[Entry], filters: Filters, skipped: int = 0) -> d
         "configurations": _configurations(decided),
         "failures": _failure_buckets(jobs, filters),
         "jobs": _job_page(jobs, filters),
+        "groups": _groups(group_entries, filters),
     }
 
 
@@ -324,11 +368,13 @@ def _job_page(jobs: Sequence[Entry], filters: Filters) -> dict[str, Any]:
     }
 
 
+def _reason(r: CapacityRecord) -> str | None:
+    return r.reason if r.reason is None or len(r.reason) <= _REASON_CHARS else r.reason[:_REASON_CHARS] + "…"
+
+
 def _job_row(entry: Entry) -> dict[str, Any]:
     r = entry.record
-    reason = (
-        r.reason if r.reason is None or len(r.reason) <= _REASON_CHARS else r.reason[:_REASON_CHARS] + "…"
-    )
+    reason = _reason(r)
     return {
         "run_after": entry.run_after.isoformat(),
         **{name: getattr(r, name) for name in JOB_FIELDS},
@@ -337,6 +383,65 @@ def _job_row(entry: Entry) -> dict[str, Any]:
         "hourly_cost": _number(r.hourly_cost),
         "estimated_cost": _number(r.estimated_cost),
         "has_job": r.job_status not in (None, "Rejected") or r.preference_rank is not None,
+        "ti_url": "",
+        "job_url": "",
+    }
+
+
+# -- HyperPod instance groups ---------------------------------------------------------------------------
+
+
+def nodes_of(record: CapacityRecord) -> list[dict[str, Any]]:
+    """The record's nodes per type in list order, ``{instance_type, rank, count}`` (unreadable items left out)."""
+    out = []
+    for node in record.nodes:
+        if not isinstance(node, dict):  # the reader checks the list, not its items
+            continue
+        count, rank = node.get("count"), node.get("rank")
+        if not isinstance(node.get("instance_type"), str) or type(count) is not int:
+            continue
+        out.append(
+            {
+                "instance_type": node["instance_type"],
+                "rank": rank if type(rank) is int else None,
+                "count": count,
+            }
+        )
+    return out
+
+
+def _groups(entries: Sequence[Entry], filters: Filters) -> dict[str, Any]:
+    tries = dedupe(entries)
+    reached = [e for e in tries if e.record.failure_kind is None and e.record.nodes]
+    fell_back = sum(1 for e in reached if e.record.fell_back)
+    return {
+        "summary": {
+            "records": len(entries),
+            "tries": len(tries),
+            "groups": len({(e.record.cluster_name, e.record.group_name) for e in tries}),
+            "reached": len(reached),
+            "fell_back": fell_back,
+            "fallback_rate": _ratio(fell_back, len(reached)),
+            "failures": sum(1 for e in tries if e.record.failure_kind),
+        },
+        "total": len(tries),
+        "rows": [_group_row(entry) for entry in tries[: filters.page_size]],
+    }
+
+
+def _group_row(entry: Entry) -> dict[str, Any]:
+    r = entry.record
+    nodes = nodes_of(r)
+    return {
+        "run_after": entry.run_after.isoformat(),
+        **{name: getattr(r, name) for name in GROUP_FIELDS},
+        "nodes": nodes,
+        "mix": node_mix(nodes) if nodes else "",
+        "entries": len(r.preferences),
+        "reason": _reason(r),
+        "hourly_cost": _number(r.hourly_cost),
+        "first_choice_hourly_cost": _number(r.first_choice_hourly_cost),
+        "has_job": False,
         "ti_url": "",
         "job_url": "",
     }

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.stats import WAIT_BINS, Entry, Filters, dedupe, percentile, summarize
-from tests.plugin.records import record_fields
+from tests.plugin.records import GROUP_TYPES, group_record_fields, record_fields
 
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
@@ -165,3 +165,61 @@ def test_short_ranges_bucket_by_hour_and_long_reasons_are_cut() -> None:
     data = summarize([entry], Filters(since=since, until=since + timedelta(days=1)))
     assert data["failures"]["buckets"][5] == "2026-11-01T05:00Z" and len(data["failures"]["buckets"]) == 24
     assert len(data["jobs"]["rows"][0]["reason"]) == 301
+
+
+# -- HyperPod instance groups ---------------------------------------------------------------------------
+
+
+def group(n: int, counts: dict[str, int]) -> Entry:
+    r = CapacityRecord(**group_record_fields(n, DAY, counts))
+    return Entry(record=r, run_after=DAY + timedelta(days=n, hours=3))
+
+
+GROUPS = [
+    group(0, {GROUP_TYPES[0]: 8}),
+    group(1, {GROUP_TYPES[0]: 2, GROUP_TYPES[2]: 6}),
+    group(2, {}),
+]
+
+
+def test_group_records_leave_every_job_figure_as_it_was() -> None:
+    jobs = [chose(0, 1, 0.0), chose(1, 2, 600.0), failed(2, "quota")]
+    alone = summarize(jobs, FILTERS)
+    beside = summarize(jobs + GROUPS, FILTERS)
+    assert {k: v for k, v in beside.items() if k != "groups"} == {
+        k: v for k, v in alone.items() if k != "groups"
+    }
+    assert alone["groups"]["rows"] == [] and alone["groups"]["summary"]["tries"] == 0
+
+
+def test_a_group_row_names_cluster_and_group_with_its_node_mix_and_fallback() -> None:
+    data = summarize(GROUPS, FILTERS)["groups"]
+    assert data["summary"] == {
+        "records": 3,
+        "tries": 3,
+        "groups": 1,
+        "reached": 2,
+        "fell_back": 1,
+        "fallback_rate": 0.5,
+        "failures": 1,
+    }
+    shortfall, mixed, first = data["rows"]  # newest first
+    assert (mixed["cluster_name"], mixed["group_name"]) == ("nightly", "gpu-workers")
+    assert mixed["mix"] == "2 × ml.p5.48xlarge + 6 × ml.p4d.24xlarge"
+    assert [(n["instance_type"], n["rank"], n["count"]) for n in mixed["nodes"]] == [
+        ("ml.p5.48xlarge", 1, 2),
+        ("ml.p4d.24xlarge", 3, 6),
+    ]
+    assert mixed["fell_back"] is True and first["fell_back"] is False and first["mix"] == "8 × ml.p5.48xlarge"
+    assert (mixed["current_count"], mixed["target_count"], mixed["min_count"]) == (8, 8, 4)
+    assert mixed["hourly_cost"] == 2 * 55.0 + 6 * 38.0 and mixed["first_choice_hourly_cost"] == 8 * 55.0
+    assert (shortfall["failure_kind"], shortfall["mix"], shortfall["nodes"]) == ("shortfall", "", [])
+
+
+def test_a_group_retried_counts_once_its_newest_try_wins() -> None:
+    retried = CapacityRecord(
+        **{**group_record_fields(1, DAY, {GROUP_TYPES[0]: 8}), "try_number": 2, "recorded_at": "2026-11-09"}
+    )
+    data = summarize([*GROUPS, Entry(record=retried, run_after=GROUPS[1].run_after)], FILTERS)["groups"]
+    assert data["summary"]["tries"] == 3 and data["summary"]["fell_back"] == 0
+    assert [row["try_number"] for row in data["rows"] if row["run_id"] == "group-run-1"] == [2]

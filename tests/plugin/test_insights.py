@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.plugin.insights import MIN_RECORDS, figure, insights, is_utc, resolve_timezone
 from airflow_provider_sm_prefs.plugin.stats import Entry, Filters
-from tests.plugin.records import record_fields
+from tests.plugin.records import GROUP_TYPES, group_record_fields, record_fields
 
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 FILTERS = Filters(since=DAY - timedelta(days=60), until=DAY + timedelta(days=30))
@@ -269,3 +269,76 @@ def test_the_minimum_and_its_note() -> None:
     assert data["summary"] == {"records": 0, "jobs": 0, "skipped_records": 2}
     assert data["entries"] == [] and data["acceptance_windows"] == []
     assert data["fallback_premium_usd"]["by_month"] == []
+
+
+# -- HyperPod instance groups ---------------------------------------------------------------------------
+
+P5, P5E, P4 = GROUP_TYPES
+
+
+def group(n: int, counts: dict[str, int], **fields: Any) -> Entry:
+    values = {**group_record_fields(n, DAY, counts), **fields}
+    return Entry(CapacityRecord(**values), DAY + timedelta(days=n, hours=3))
+
+
+def group_tries() -> list[Entry]:
+    return [
+        group(0, {P5: 8}),
+        group(1, {P5: 2, P4: 6}),  # fell back: 6 of 8 nodes on the third choice
+        group(2, {}),  # a shortfall: no nodes, not in the fallback share
+        group(3, {P5: 1, P5E: 1, P4: 6}),  # fell back
+        group(4, {P5: 8}),
+        group(5, {P4: 5}),  # the minimum: fell back
+        group(6, {P5: 8}),
+    ]
+
+
+def test_group_records_leave_every_job_insight_as_it_was() -> None:
+    jobs = [*premium_jobs(), job(7, 1, created_at="2026-11-08T02:10:00+00:00")]
+    alone = insights(jobs, FILTERS)
+    beside = insights(jobs + group_tries(), FILTERS)
+    assert {k: v for k, v in beside.items() if k != "cluster_groups"} == {
+        k: v for k, v in alone.items() if k != "cluster_groups"
+    }
+    assert alone["cluster_groups"] == []
+
+
+def test_the_fallback_share_per_group_is_how_often_its_nodes_were_not_all_the_first_choice() -> None:
+    (found,) = insights(group_tries(), FILTERS)["cluster_groups"]
+    assert (found["dag_id"], found["task_id"], found["cluster_name"], found["group_name"]) == (
+        "nightly",
+        "scale",
+        "nightly",
+        "gpu-workers",
+    )
+    assert (found["tries"], found["reached"], found["fell_back"]) == (7, 6, 3)
+    assert found["fallback_share"] == 0.5 and found["enough"] is True and found["records"] == 6
+    # Nodes: 8 + 8 + 8 + 8 + 5 + 8 = 45, of which 6 + 7 + 5 = 18 not on the first choice.
+    assert (found["nodes"], found["fallback_nodes"], found["fallback_node_share"]) == (45, 18, 0.4)
+    assert found["failures"] == {"shortfall": 1}
+    assert found["instance_types"] == [P5, P5E, P4]
+    # Seconds to InService of the tries that reached their count: 600 × (n + 1).
+    assert found["to_in_service"]["median"] == 600.0 * 4.5
+
+
+def test_the_node_mix_over_time_gives_each_runs_counts_per_type_oldest_first() -> None:
+    (found,) = insights(list(reversed(group_tries())), FILTERS)["cluster_groups"]
+    mixes = [(run["run_id"], run["counts"]) for run in found["mix_over_time"]]
+    assert mixes[:4] == [
+        ("group-run-0", {P5: 8}),
+        ("group-run-1", {P5: 2, P4: 6}),
+        ("group-run-2", {}),
+        ("group-run-3", {P5: 1, P5E: 1, P4: 6}),
+    ]
+    assert list(mixes[3][1]) == [P5, P5E, P4]  # in list order
+    assert found["mix_over_time"][2]["failure_kind"] == "shortfall"
+    assert found["mix_over_time"][5]["phase"] == "reached-minimum"
+
+
+def test_too_few_group_tries_give_counts_and_no_share() -> None:
+    (found,) = insights(group_tries()[:3], FILTERS)["cluster_groups"]
+    assert (found["reached"], found["fell_back"]) == (2, 1)
+    assert found["fallback_share"] is None and found["fallback_node_share"] is None
+    assert (
+        found["enough"] is False and found["note"] == "2 records; at least 5 are needed to draw a conclusion"
+    )
