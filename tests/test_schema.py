@@ -26,7 +26,7 @@ from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.domain.record import RECORD_VERSION, CapacityRecord, TaskInstanceRef
-from airflow_provider_sm_prefs.plugin.stats import JOB_FIELDS, Entry, Filters, summarize
+from airflow_provider_sm_prefs.plugin.stats import GROUP_FIELDS, JOB_FIELDS, Entry, Filters, summarize
 
 TI = TaskInstanceRef("nightly", "train", "scheduled__2026-11-30", map_index=-1, try_number=1)
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
@@ -192,6 +192,23 @@ def test_the_page_reads_only_record_fields_and_its_script_only_row_keys() -> Non
     assert {name: row[name] for name in JOB_FIELDS} == {name: getattr(record, name) for name in JOB_FIELDS}
     script = Path(__file__).parents[1] / "airflow_provider_sm_prefs" / "plugin" / "static" / "capacity.js"
     read = set(re.findall(r"\bj\.(\w+)", script.read_text(encoding="utf-8")))
+    assert read and read <= set(row), read - set(row)
+
+
+def test_the_group_table_reads_only_record_fields_and_its_script_only_group_row_keys() -> None:
+    from tests.plugin.records import group_record_fields
+
+    assert set(GROUP_FIELDS) <= set(RECORD_FIELDS)
+    record = CapacityRecord(**group_record_fields(1, NOW, {"ml.p5.48xlarge": 2, "ml.p4d.24xlarge": 6}))
+    filters = Filters(
+        since=datetime(2026, 11, 1, tzinfo=timezone.utc), until=datetime(2027, 1, 1, tzinfo=timezone.utc)
+    )
+    (row,) = summarize([Entry(record=record, run_after=NOW)], filters)["groups"]["rows"]
+    assert {name: row[name] for name in GROUP_FIELDS} == {
+        name: getattr(record, name) for name in GROUP_FIELDS
+    }
+    script = Path(__file__).parents[1] / "airflow_provider_sm_prefs" / "plugin" / "static" / "capacity.js"
+    read = set(re.findall(r"\bcg\.(\w+)", script.read_text(encoding="utf-8")))
     assert read and read <= set(row), read - set(row)
 
 

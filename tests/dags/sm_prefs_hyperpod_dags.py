@@ -62,3 +62,7 @@ with _dag("hp_sensor") as hp_sensor:
             task_id="watch", cluster_name="nightly", group_name="gpu-workers", **FAST
         ).output
     )
+
+# The capacity page's group: a fallback mix in one run, a shortfall in another (tests/plugin, tests/e2e).
+with _dag("hp_page") as hp_page:
+    _group("scale", min_instance_count=4, max_pending=1800)

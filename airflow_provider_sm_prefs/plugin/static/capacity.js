@@ -6,7 +6,7 @@
   const errorBox = document.getElementById("error");
   const charts = {};
   const palette = ["#017cee", "#e8590c", "#2f9e44", "#9c36b5", "#f59f00", "#0c8599", "#c2255c", "#5c7cfa", "#868e96", "#66a80f", "#d6336c", "#1098ad"];
-  const failureLabels = { capacity_timeout: "capacity timeout", quota: "quota rejected", cpu_no_capacity: "CPU-only no capacity", other: "other failures" };
+  const failureLabels = { capacity_timeout: "capacity timeout", quota: "quota rejected", cpu_no_capacity: "CPU-only no capacity", other: "other failures", shortfall: "capacity shortfall", rolled_back: "rolled back" };
   let state = { page: 1 };
   let dagTasks = {};
 
@@ -142,9 +142,61 @@
       if (j.reason) tr.title = j.reason;
       return tr;
     }));
+    drawGroups(data.groups);
     document.querySelector("[data-testid=page]").textContent = "page " + jobs.page + " of " + jobs.pages + " (" + jobs.total + " jobs)";
     document.querySelector("[data-testid=prev]").disabled = jobs.page <= 1;
     document.querySelector("[data-testid=next]").disabled = jobs.page >= jobs.pages;
+  }
+
+  // -- HyperPod instance groups ----------------------------------------------------------------------------
+  function drawGroups(groups) {
+    const s = groups.summary;
+    document.querySelector("[data-testid=groups-summary]").textContent = s.tries
+      ? s.tries + " group tries (" + s.groups + " group(s)): " + s.reached + " reached their count, " + s.fell_back + " fell back (" + percent(s.fallback_rate) + "), " + s.failures + " failed" + (groups.total > groups.rows.length ? "; the newest " + groups.rows.length + " shown" : "")
+      : "No HyperPod instance group in this range.";
+    document.querySelector("[data-testid=groups-table] tbody").replaceChildren(...groups.rows.map((cg) => {
+      const usd = cg.hourly_cost === null ? "–" : money(cg.hourly_cost) + (cg.first_choice_hourly_cost === null ? "" : " (" + money(cg.first_choice_hourly_cost) + ")");
+      const nodes = cg.current_count === null ? "– of " + text(cg.target_count) : cg.current_count + " of " + cg.target_count;
+      const tr = row([
+        cg.run_after.slice(0, 16).replace("T", " "),
+        link(cg.ti_url, cg.dag_id + " / " + cg.task_id + (cg.map_index >= 0 ? " [" + cg.map_index + "]" : "") + (cg.try_number > 1 ? " (try " + cg.try_number + ")" : ""), "_top"),
+        text(cg.cluster_name) + " / " + text(cg.group_name),
+        cg.mix || "–",
+        nodes + (cg.min_count === null ? "" : " (" + cg.min_count + ")"),
+        cg.fell_back === null ? "–" : cg.fell_back ? "yes" : "no",
+        duration(cg.seconds_to_in_service), usd,
+        cg.failure_kind ? failureLabels[cg.failure_kind] || cg.failure_kind : text(cg.phase || cg.job_status),
+      ], { className: cg.failure_kind ? "group-row failed" : "group-row" });
+      Object.assign(tr.dataset, {
+        cluster: cg.cluster_name || "", group: cg.group_name || "", mix: cg.mix, fellBack: String(cg.fell_back),
+        nodes: cg.nodes.map((n) => n.instance_type + ":" + n.rank + ":" + n.count).join(","), runId: cg.run_id,
+      });
+      if (cg.reason) tr.title = cg.reason;
+      return tr;
+    }));
+  }
+
+  function drawClusterGroups(found) {
+    document.querySelector("[data-testid=cluster-groups-none]").hidden = found.length > 0;
+    document.querySelector("[data-testid=cluster-groups-table] tbody").replaceChildren(...found.map((g) => {
+      const share = (n, s) => n + (s === null ? " (" + (g.note || "too few") + ")" : " (" + percent(s) + ")");
+      const failures = Object.keys(g.failures).map((k) => (failureLabels[k] || k) + ": " + g.failures[k]).join(", ") || "–";
+      const tr = row([g.dag_id + " / " + g.task_id, g.cluster_name + " / " + g.group_name, text(g.tries), text(g.reached), share(g.fell_back, g.fallback_share),
+        g.fallback_nodes + " of " + g.nodes + (g.fallback_node_share === null ? "" : " (" + percent(g.fallback_node_share) + ")"), duration(g.to_in_service.median), failures], { className: "cluster-group-row" });
+      Object.assign(tr.dataset, { cluster: g.cluster_name, group: g.group_name, fellBack: String(g.fell_back), reached: String(g.reached),
+        fallbackShare: g.fallback_share === null ? "" : String(g.fallback_share), records: String(g.records) });
+      return tr;
+    }));
+    const container = document.querySelector("[data-testid=group-mixes]");
+    Object.keys(charts).filter((id) => id.startsWith("chart-mix-")).forEach((id) => { charts[id].destroy(); delete charts[id]; });
+    container.replaceChildren(...found.map((g, i) => el("figure", {}, [el("figcaption", { textContent: "Node mix per run: " + g.cluster_name + " / " + g.group_name + " (" + g.dag_id + " / " + g.task_id + ")" }), el("canvas", { id: "chart-mix-" + i })])));
+    found.forEach((g, i) => {
+      chart("chart-mix-" + i, {
+        type: "bar",
+        data: { labels: g.mix_over_time.map((r) => r.run_after.slice(0, 16).replace("T", " ")), datasets: g.instance_types.map((t, k) => ({ label: t, data: g.mix_over_time.map((r) => r.counts[t] || 0), backgroundColor: palette[k % palette.length] })) },
+        options: { scales: { x: { stacked: true }, y: { stacked: true, ticks: { precision: 0 }, title: { display: true, text: "nodes" } } } },
+      });
+    });
   }
 
   // -- insights ---------------------------------------------------------------------------------------------
@@ -267,6 +319,7 @@
     drawEntries(found.entries);
     drawHours(found.hour_of_day);
     drawWindows(found.acceptance_windows);
+    drawClusterGroups(found.cluster_groups);
   }
 
   async function load() {
