@@ -399,3 +399,66 @@ def test_the_running_airflow_lists_the_plugin_and_its_views(airflow: LocalAirflo
     views = {v["destination"]: v for v in plugins["sm_prefs_capacity"]["external_views"]}
     assert views["nav"]["href"] == "/sm-prefs/" and views["nav"]["category"] == "browse"
     assert set(views) == {"nav", "dag", "task"}
+
+
+_GROUP_RUNNER = """
+import importlib.util, threading
+from offline_sagemaker import RemoteSageMaker
+spec = importlib.util.spec_from_file_location("sm_prefs_hyperpod_dags", {dag_file!r})
+dags = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dags)
+sm = RemoteSageMaker({endpoint!r})
+types = ["ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"]
+sm.load_scenario({{
+    "name": "hyperpod-p5-scarce", "time_scale": 0, "start_epoch": 1_800_000_000,
+    "capacity": {{t: [{{"from": 0, "free": n}}] for t, n in zip(types, (2, 0, 8))}},
+    "prices": dict(zip(types, (55.04, 60.0, 37.69))),
+    "clusters": {{"node_provisioning_seconds": 600, "node_shutdown_seconds": 60}},
+}})
+done = threading.Event()
+def step():
+    seen = 0
+    while not done.wait(0.02):
+        described = sm.stats()["operations"].get("DescribeCluster", 0)
+        if described > seen:
+            seen = described
+            sm.advance(300)
+thread = threading.Thread(target=step, daemon=True)
+thread.start()
+try:
+    print("RUN_ID=" + dags.hp_page.test().run_id, flush=True)
+finally:
+    done.set()
+    thread.join()
+"""
+
+
+def test_a_hyperpod_group_record_shows_with_its_node_mix(airflow: LocalAirflow, browser: Any) -> None:
+    """A real run of the HyperPod group operator (p5 scarce: 2 × p5 + 6 × p4d) in this deployment; the page
+    shows its row with the mix, and the insights its fallback, both read back from the browser."""
+    from selenium.webdriver.common.by import By
+
+    dag_file = Path(__file__).resolve().parents[1] / "dags" / "sm_prefs_hyperpod_dags.py"
+    output = airflow.run_python(
+        _GROUP_RUNNER.format(dag_file=str(dag_file), endpoint=airflow.emulator_url), timeout=600
+    )
+    run_id = next(line[7:] for line in output.splitlines() if line.startswith("RUN_ID="))
+    login(browser, airflow)
+    browser.get(f"{airflow.api_url}/sm-prefs/?dag_id=hp_page&range=365")
+    wait_ready(browser)
+    assert not browser.find_element(By.CSS_SELECTOR, "[data-testid=error]").is_displayed()
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.group-row[data-run-id="{run_id}"]')
+    assert (row.get_attribute("data-cluster"), row.get_attribute("data-group")) == ("nightly", "gpu-workers")
+    assert row.get_attribute("data-mix") == "2 × ml.p5.48xlarge + 6 × ml.p4d.24xlarge"
+    assert "2 × ml.p5.48xlarge + 6 × ml.p4d.24xlarge" in row.text and "nightly / gpu-workers" in row.text
+    assert row.get_attribute("data-nodes") == "ml.p5.48xlarge:1:2,ml.p4d.24xlarge:3:6"
+    assert row.get_attribute("data-fell-back") == "true" and "8 of 8 (4)" in row.text
+    # The jobs' tiles count no group try.
+    assert tiles(browser)["jobs"] == "0"
+    insight = browser.find_element(By.CSS_SELECTOR, 'tr.cluster-group-row[data-group="gpu-workers"]')
+    assert (insight.get_attribute("data-reached"), insight.get_attribute("data-fell-back")) == ("1", "1")
+    assert browser.find_elements(By.CSS_SELECTOR, "[data-testid=group-mixes] canvas")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=groups]").screenshot(
+        str(SCREENSHOTS / "6-groups.png")
+    )
