@@ -94,7 +94,10 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     :param poll_interval: seconds between DescribeCluster calls.
     :param min_defer_seconds: the trigger reports nothing sooner than this after the deferral
         (apache/airflow#72716); default: ``[sm_prefs] min_defer_seconds``, else 15.
-    :param aws_conn_id, region_name, verify, botocore_config: as for every amazon provider operator.
+    :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
+    :param region_name: AWS region; kept when deferring.
+    :param verify: TLS verification setting; kept when deferring.
+    :param botocore_config: botocore config dict; kept when deferring.
     """
 
     template_fields: Sequence[str] = (

@@ -76,7 +76,8 @@ class HyperPodGroupTrigger(BaseTrigger):
     :param rollback: scale the group back to ``previous_count`` when the wait fails (here, before the event,
         waiting for the cluster to accept the update), or when the task is marked or cleared while
         deferred (Airflow 3.3's ``on_kill``).
-    :param deferred_at, min_defer_seconds: hold the event until this long after the deferral
+    :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
+    :param min_defer_seconds: hold the event until this long after ``deferred_at``
         (apache/airflow#72716; see :mod:`airflow_provider_sm_prefs.triggers.dwell`).
     """
 

@@ -14,6 +14,7 @@ from airflow.sdk import DAG, task
 
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, SageMakerHyperPodGroupOperator
 
 POLL = float(os.environ.get("SM_PREFS_POLL_INTERVAL", "0.5"))
 MAX_POLL = float(os.environ.get("SM_PREFS_MAX_POLL_INTERVAL", "2"))
@@ -80,4 +81,45 @@ with DAG(
             wait_for_completion=True,
         )
         >> consume()
+    )
+
+
+@task
+def size_from_group(ti: Any = None) -> dict[str, Any]:
+    """A downstream task reading the group's outcome, as a training launcher sizes its ranks from it."""
+    outcome = ti.xcom_pull(task_ids="scale", key=OUTCOME_KEY)
+    return {"mix": outcome["mix"], "ranks": outcome["accelerators_total"]}
+
+
+with DAG(
+    "e2e_hyperpod",
+    description="A HyperPod flexible group scaled to params.count nodes over [p5, p5e, p4d], with a retry",
+    schedule=None,
+    start_date=datetime(2026, 9, 15),
+    catchup=False,
+    render_template_as_native_obj=True,
+    params={"cluster": "e2e", "count": 8},
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=0)},
+) as e2e_hyperpod:
+    (
+        SageMakerHyperPodGroupOperator(
+            task_id="scale",
+            cluster_name="{{ params.cluster }}",
+            group_name="gpu-workers",
+            instance_types=["ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"],
+            instance_count="{{ params.count }}",
+            min_instance_count=4,
+            # Four nodes are enough once the group has waited 20 minutes for the rest.
+            accept_after=1200,
+            execution_role="arn:aws:iam::123456789012:role/SageMakerHyperPodNodeRole",
+            group_config={
+                "LifeCycleConfig": {
+                    "SourceS3Uri": "s3://sm-prefs-demo/hyperpod/lifecycle/",
+                    "OnCreate": "on_create.sh",
+                }
+            },
+            cluster_config={},
+            poll_interval=POLL,
+        )
+        >> size_from_group()
     )
