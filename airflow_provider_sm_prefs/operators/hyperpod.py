@@ -30,11 +30,13 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     took_effect,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome, group_outcome
+from airflow_provider_sm_prefs.domain.identity import IDENTITY_XCOM_KEY, with_identity
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.operators.identity import identity_of, identity_tags_enabled
 from airflow_provider_sm_prefs.operators.submission import try_number_of
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
@@ -88,6 +90,9 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     :param poll_interval: seconds between DescribeCluster calls.
     :param min_defer_seconds: the trigger reports nothing sooner than this after the deferral
         (apache/airflow#72716); default: ``[sm_prefs] min_defer_seconds``, else 15.
+    :param identity_tags: a cluster this task creates carries the DAG, task, run, map index, try and
+        deployment (keys under ``sm-prefs:``) next to ``cluster_config``'s own ``Tags``; off with False or
+        ``[sm_prefs] identity_tags = False``. A cluster that exists already is never re-tagged.
     :param aws_conn_id, region_name, verify, botocore_config: as for every amazon provider operator.
     """
 
@@ -120,6 +125,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         deferrable: bool = True,
         poll_interval: float = 30.0,
         min_defer_seconds: float | None = None,
+        identity_tags: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -141,10 +147,12 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.min_defer_seconds = min_defer_seconds
+        self.identity_tags = identity_tags
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+        self._identity: dict[str, str] | None = None
         # Literal arguments are checked at parse time (cheap: no service model read, no AWS call).
         self._accept_after = seconds_of(accept_after, "accept_after")
         self._max_pending = seconds_of(max_pending, "max_pending")
@@ -173,13 +181,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         try:
             group = self._group(allowed_types=cluster_instance_types())
+            cluster_config = self._tagged_cluster_config(context)
         except errors.InvalidInstancePreferencesError as err:
             raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
         self.log.info(
             "Flexible instance group %s/%s: %s", self.cluster_name, group.group_name, group.describe()
         )
         self._running_context = context  # on_kill runs without one
-        decision = self._submit_once(context, group)
+        decision = self._submit_once(context, group, cluster_config)
         if decision.reattached:
             self.log.info("The request of an earlier try took effect; waiting for it instead of asking again")
         if self.deferrable:
@@ -189,7 +198,21 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         event = asyncio.run(self._trigger(group, decision.request).wait())
         return self.execute_complete(context, event)
 
-    def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
+    def _tagged_cluster_config(self, context: Context) -> Mapping[str, Any] | None:
+        """``cluster_config`` with this try's identity tags after its own (checked before any AWS call)."""
+        if self.cluster_config is None:
+            return None
+        identity = identity_of(context) if identity_tags_enabled(self.identity_tags) else None
+        tags = with_identity(self.cluster_config.get("Tags"), identity, field="cluster_config.Tags")
+        config = {k: v for k, v in self.cluster_config.items() if k != "Tags"}
+        if tags:
+            config["Tags"] = tags
+        self._identity = identity.as_dict() if identity is not None else None
+        return config
+
+    def _submit_once(
+        self, context: Context, group: FlexibleGroup, cluster_config: Mapping[str, Any] | None
+    ) -> Wait:
         """Reattach to an earlier try's request that took effect, or record a new one and make it."""
         store = _GroupStateStore(context)
         earlier = store.load()
@@ -214,14 +237,16 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             )
         )
         if cluster is None:
-            if self.cluster_config is None:
+            if cluster_config is None:
                 raise errors.ClusterConfigError(
                     self.cluster_name,
                     group.group_name,
                     "NotFound",
                     "the cluster does not exist; create it first or give cluster_config to create it here",
                 )
-            answer = self.hook.create_cluster(self.cluster_name, group, self.cluster_config)
+            answer = self.hook.create_cluster(self.cluster_name, group, cluster_config)
+            if self._identity:
+                context["ti"].xcom_push(key=IDENTITY_XCOM_KEY, value=self._identity)
         else:
             answer = self.hook.scale_group(self.cluster_name, group, cluster)
         self.log.info(
