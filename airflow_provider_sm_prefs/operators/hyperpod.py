@@ -153,6 +153,8 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self.verify = verify
         self.botocore_config = botocore_config
         self._identity: dict[str, str] | None = None
+        #: What CreateCluster sends: ``cluster_config`` with the try's identity tags, once execute checked it.
+        self._create_config: Mapping[str, Any] | None = cluster_config
         # Literal arguments are checked at parse time (cheap: no service model read, no AWS call).
         self._accept_after = seconds_of(accept_after, "accept_after")
         self._max_pending = seconds_of(max_pending, "max_pending")
@@ -181,14 +183,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         try:
             group = self._group(allowed_types=cluster_instance_types())
-            cluster_config = self._tagged_cluster_config(context)
+            self._create_config = self._tagged_cluster_config(context)
         except errors.InvalidInstancePreferencesError as err:
             raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
         self.log.info(
             "Flexible instance group %s/%s: %s", self.cluster_name, group.group_name, group.describe()
         )
         self._running_context = context  # on_kill runs without one
-        decision = self._submit_once(context, group, cluster_config)
+        decision = self._submit_once(context, group)
         if decision.reattached:
             self.log.info("The request of an earlier try took effect; waiting for it instead of asking again")
         if self.deferrable:
@@ -210,9 +212,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self._identity = identity.as_dict() if identity is not None else None
         return config
 
-    def _submit_once(
-        self, context: Context, group: FlexibleGroup, cluster_config: Mapping[str, Any] | None
-    ) -> Wait:
+    def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
         """Reattach to an earlier try's request that took effect, or record a new one and make it."""
         store = _GroupStateStore(context)
         earlier = store.load()
@@ -237,14 +237,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             )
         )
         if cluster is None:
-            if cluster_config is None:
+            if self._create_config is None:
                 raise errors.ClusterConfigError(
                     self.cluster_name,
                     group.group_name,
                     "NotFound",
                     "the cluster does not exist; create it first or give cluster_config to create it here",
                 )
-            answer = self.hook.create_cluster(self.cluster_name, group, cluster_config)
+            answer = self.hook.create_cluster(self.cluster_name, group, self._create_config)
             if self._identity:
                 context["ti"].xcom_push(key=IDENTITY_XCOM_KEY, value=self._identity)
         else:
