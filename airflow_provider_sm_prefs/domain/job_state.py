@@ -48,6 +48,8 @@ class JobState:
         ``operators.windows``); it also says whether a stage is being stopped for the next one (stored
         as its ``escalating`` flag). ``staging`` is the stored key.
     :param guardrails: the guardrails' decision the job was submitted with (``GuardrailReport.as_dict()``).
+    :param identity_tags: the identity tags the job was created with (``AirflowIdentity.as_dict()``); a
+        later try that reattaches reports these, not its own.
     :param version: the form's version (:data:`STATE_VERSION`).
     """
 
@@ -59,6 +61,7 @@ class JobState:
     try_number: int | None = None
     staging: dict[str, Any] | None = None
     guardrails: dict[str, Any] | None = None
+    identity_tags: dict[str, Any] | None = None
     version: int = STATE_VERSION
 
     def as_stored(self) -> dict[str, Any]:
@@ -83,6 +86,7 @@ class JobState:
                 try_number=_int(migrated.get("try_number")),
                 staging=_dict(migrated.get("staging")),
                 guardrails=_dict(migrated.get("guardrails")),
+                identity_tags=_dict(migrated.get("identity_tags")),
             )
         except (TypeError, ValueError) as err:
             log.warning("Unreadable job state in the task state store (%s); starting afresh", err)
@@ -130,7 +134,8 @@ def _migrate(data: Mapping[str, Any]) -> dict[str, Any]:
     """Any stored form, as this release's keys.
 
     * no ``version`` (releases before the job state was versioned): ``job_name``, ``submission``,
-      ``kind``, ``guardrails``; later ``max_tries``, ``try_number`` and ``staging`` were added. The keys
+      ``kind``, ``guardrails``; later ``max_tries``, ``try_number`` and ``staging`` were added
+      (``identity_tags`` came with version 1, optional: a form without it reads as None). The keys
       already mean what they mean now: nothing to rename.
     * version 1: this release.
     * a later version (a downgrade): read for the keys this release knows. Starting afresh instead

@@ -79,6 +79,7 @@ class PreferenceOperatorArguments(BaseOperator):
     max_cost_increase: Any
     preflight: Any
     prices: Any
+    identity_tags: bool
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:
@@ -112,6 +113,7 @@ class PreferenceOperatorArguments(BaseOperator):
         max_cost_increase: float | str | None = None,
         preflight: str = "prune",
         prices: dict[str, float] | None = None,
+        identity_tags: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -148,6 +150,7 @@ class PreferenceOperatorArguments(BaseOperator):
             print_log=print_log,
             max_log_lines=max_log_lines,
             botocore_config=botocore_config,
+            identity_tags=identity_tags,
             _progress=TryProgress(),
             _try=NO_TRY,
             _guardrails=None,

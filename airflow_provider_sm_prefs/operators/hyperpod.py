@@ -35,11 +35,13 @@ from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
     group_outcome,
     request_fields,
 )
+from airflow_provider_sm_prefs.domain.identity import IDENTITY_XCOM_KEY, with_identity
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.operators.identity import identity_of, identity_tags_enabled
 from airflow_provider_sm_prefs.operators.submission import try_number_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
@@ -94,6 +96,9 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     :param poll_interval: seconds between DescribeCluster calls.
     :param min_defer_seconds: the trigger reports nothing sooner than this after the deferral
         (apache/airflow#72716); default: ``[sm_prefs] min_defer_seconds``, else 15.
+    :param identity_tags: a cluster this task creates carries the DAG, task, run, map index, try and
+        deployment (keys under ``sm-prefs:``) next to ``cluster_config``'s own ``Tags``; off with False or
+        ``[sm_prefs] identity_tags = False``. A cluster that exists already is never re-tagged.
     :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
     :param region_name: AWS region; kept when deferring.
     :param verify: TLS verification setting; kept when deferring.
@@ -129,6 +134,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         deferrable: bool = True,
         poll_interval: float = 30.0,
         min_defer_seconds: float | None = None,
+        identity_tags: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -150,10 +156,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.min_defer_seconds = min_defer_seconds
+        self.identity_tags = identity_tags
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+        self._identity: dict[str, str] | None = None
+        #: What CreateCluster sends: ``cluster_config`` with the try's identity tags, once execute checked it.
+        self._create_config: Mapping[str, Any] | None = cluster_config
         # Literal arguments are checked at parse time (cheap: no service model read, no AWS call).
         self._accept_after = seconds_of(accept_after, "accept_after")
         self._max_pending = seconds_of(max_pending, "max_pending")
@@ -189,6 +199,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         with self.recorder.failures(context, progress):
             try:
                 group = self._group(allowed_types=cluster_instance_types())
+                self._create_config = self._tagged_cluster_config(context)
             except errors.InvalidInstancePreferencesError as err:
                 raise AirflowFailException(str(err)) from err  # the same arguments render the same problems
             progress.group = request_fields(self.cluster_name, group.group_name, group)
@@ -208,6 +219,18 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
                 )
             event = asyncio.run(self._trigger(group, decision.request).wait())
         return self.execute_complete(context, event)
+
+    def _tagged_cluster_config(self, context: Context) -> Mapping[str, Any] | None:
+        """``cluster_config`` with this try's identity tags after its own (checked before any AWS call)."""
+        if self.cluster_config is None:
+            return None
+        identity = identity_of(context) if identity_tags_enabled(self.identity_tags) else None
+        tags = with_identity(self.cluster_config.get("Tags"), identity, field="cluster_config.Tags")
+        config = {k: v for k, v in self.cluster_config.items() if k != "Tags"}
+        if tags:
+            config["Tags"] = tags
+        self._identity = identity.as_dict() if identity is not None else None
+        return config
 
     def _submit_once(self, context: Context, group: FlexibleGroup) -> Wait:
         """Reattach to an earlier try's request that took effect, or record a new one and make it."""
@@ -234,14 +257,16 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             )
         )
         if cluster is None:
-            if self.cluster_config is None:
+            if self._create_config is None:
                 raise errors.ClusterConfigError(
                     self.cluster_name,
                     group.group_name,
                     "NotFound",
                     "the cluster does not exist; create it first or give cluster_config to create it here",
                 )
-            answer = self.hook.create_cluster(self.cluster_name, group, self.cluster_config)
+            answer = self.hook.create_cluster(self.cluster_name, group, self._create_config)
+            if self._identity:
+                context["ti"].xcom_push(key=IDENTITY_XCOM_KEY, value=self._identity)
         else:
             answer = self.hook.scale_group(self.cluster_name, group, cluster)
         self.log.info(

@@ -55,6 +55,7 @@ from airflow_provider_sm_prefs.operators.guardrail_check import (
     GuardrailCheck,
     with_guardrails,
 )
+from airflow_provider_sm_prefs.operators.identity import IdentityTags
 from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
@@ -110,6 +111,10 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
     :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailCheck`).
     :param prices: ``{instance_type: USD per instance-hour}`` used instead of the Price List API.
+    :param identity_tags: tag the job with the DAG, task, run, map index, try and deployment that
+        submitted it (keys under ``sm-prefs:``; see :mod:`airflow_provider_sm_prefs.domain.identity`), next
+        to the config's own ``Tags``. Airflow config ``[sm_prefs] identity_tags = False`` turns them off
+        for the whole deployment. The tags are set at Create only: a retry that reattaches keeps the job's.
     :param aws_conn_id: Airflow AWS connection (its extra may set ``endpoint_url``).
     :param region_name: AWS region; kept when deferring.
     :param verify: TLS verification setting; kept when deferring.
@@ -159,6 +164,11 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             self.botocore_config,
         )
         return CapacityWait(self.job_kind, self.hook, settings)
+
+    @cached_property
+    def identity(self) -> IdentityTags:
+        """The identity tags each Create of this task carries (``identity_tags``)."""
+        return IdentityTags(self.identity_tags)
 
     @cached_property
     def submit_once(self) -> SubmitOnce:
@@ -257,6 +267,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         try:
             request, prefs, deadline = self.prepare()
             guardrails.settings()
+            self.identity.check(run.context, request)  # the tags Create will send
         except errors.InvalidInstancePreferencesError as err:
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
@@ -303,6 +314,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         outcome = windows.with_stages(with_guardrails(outcome, self._guardrails, self.log))
         self.log.info("Job already completed on an earlier try; returning its outcome: %s", outcome.summary())
         self._persist_links(run, outcome.job_name)
+        self.identity.push_recorded(run)
         return self.recorder.push(run.context, outcome, self._progress, selection=False)
 
     def _start(self, run: TaskTry, job: JobStart) -> dict[str, Any] | None:
@@ -316,7 +328,10 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         describe = job.describe
         if describe is None:
             assert job.request is not None
-            describe = self._create(run.context, job.request, job.offered or job.prefs, job.job_name)
+            request = self.identity.tagged(run, job.request)
+            describe = self._create(run.context, request, job.offered or job.prefs, job.job_name)
+        else:
+            self.identity.push_recorded(run)
         self._record_arn(run, describe)
         return self._wait(run, WaitFor.CAPACITY, job.prefs, job.deadline)
 

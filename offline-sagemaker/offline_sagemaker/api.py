@@ -31,6 +31,7 @@ from offline_sagemaker.rules import (
     training_job_spec,
     validate_shape,
 )
+from offline_sagemaker.tagging import TagApi, tag_map
 
 __all__ = ["OPERATIONS", "SageMakerApi"]
 
@@ -86,6 +87,8 @@ class SageMakerApi:
         self._handlers.update(LogsApi(engine).handlers())
         # HyperPod clusters, drawing from the same capacity as the jobs.
         self._handlers.update(ClusterApi(engine).handlers())
+        # Tags of jobs and clusters, and Search of training jobs by tag.
+        self._handlers.update(TagApi(engine, self.describe_training).handlers())
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one operation at the emulated now; raises :class:`~.exceptions.ApiError` for client errors."""
@@ -127,9 +130,11 @@ class SageMakerApi:
         validate_shape("CreateTrainingJob", params)
         scenario = self.engine.scenario
         spec = training_job_spec(params, scenario)
+        tags = tag_map(params.get("Tags"))
         self._ensure_new(JobKind.TRAINING, spec.name)
         check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.TRAINING, spec.name), now)
+        job.tags = tags
         return {"TrainingJobArn": job.arn}
 
     def _ensure_new(self, kind: JobKind, name: str) -> None:
@@ -217,9 +222,11 @@ class SageMakerApi:
         validate_shape("CreateProcessingJob", params)
         scenario = self.engine.scenario
         spec = processing_job_spec(params, scenario)
+        tags = tag_map(params.get("Tags"))
         self._ensure_new(JobKind.PROCESSING, spec.name)
         check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.PROCESSING, spec.name), now)
+        job.tags = tags
         return {"ProcessingJobArn": job.arn}
 
     def _describe_processing(self, params: dict[str, Any], now: float) -> dict[str, Any]:

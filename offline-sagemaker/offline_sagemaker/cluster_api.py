@@ -1,8 +1,8 @@
 """The HyperPod cluster operations of the offline SageMaker: JSON params in, JSON-ready dict out.
 
 CreateCluster, UpdateCluster, DescribeCluster, DeleteCluster, ListClusters, ListClusterNodes,
-DescribeClusterNode, BatchDeleteClusterNodes, ListClusterEvents, DescribeClusterEvent, and AddTags /
-ListTags / DeleteTags on a cluster's ARN. Shapes follow botocore's model; the lifecycle behind them is
+DescribeClusterNode, BatchDeleteClusterNodes, ListClusterEvents and DescribeClusterEvent (the tags of a
+cluster are :mod:`.tagging`'s, like a job's). Shapes follow botocore's model; the lifecycle behind them is
 :mod:`.clusters`, the validation :mod:`.cluster_rules`.
 
 - ``CurrentCount`` (group and per type) counts Running nodes; ``TargetCount`` is the requested count;
@@ -29,13 +29,13 @@ from offline_sagemaker.engine import Engine
 from offline_sagemaker.exceptions import NotFound, ValidationError
 from offline_sagemaker.responses import page
 from offline_sagemaker.rules import validate_shape
+from offline_sagemaker.tagging import tag_map
 
 __all__ = ["ClusterApi"]
 
 Handler = Callable[[dict[str, Any], float], dict[str, Any]]
 
 DEFAULT_MAX_RESULTS = 10
-MAX_TAGS = 50
 #: Request fields DescribeCluster echoes as they were given.
 _CLUSTER_ECHO = ("VpcConfig", "Orchestrator", "NodeRecovery", "TieredStorageConfig", "ClusterRole")
 #: Group fields DescribeCluster echoes as they were given.
@@ -120,9 +120,6 @@ class ClusterApi:
             "BatchDeleteClusterNodes": self._delete_nodes,
             "ListClusterEvents": self._list_events,
             "DescribeClusterEvent": self._describe_event,
-            "AddTags": self._add_tags,
-            "ListTags": self._list_tags,
-            "DeleteTags": self._delete_tags,
         }
 
     # -------------------------------------------------------------------------------------- helpers
@@ -137,14 +134,6 @@ class ClusterApi:
         cluster_id = hashlib.sha256(f"{name}/{self.engine.now()}".encode()).hexdigest()[:12]
         return f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:cluster/{cluster_id}"
 
-    def _tagged(self, params: Mapping[str, Any], operation: str) -> Cluster:
-        validate_shape(operation, params)
-        arn = params["ResourceArn"]
-        for cluster in self.engine.clusters.clusters():
-            if cluster.arn == arn:
-                return cluster
-        raise NotFound("ResourceNotFound", f"Resource {arn} not found.")
-
     # ------------------------------------------------------------------------------------ commands
 
     def _create(self, params: dict[str, Any], now: float) -> dict[str, Any]:
@@ -154,8 +143,9 @@ class ClusterApi:
         if existing is not None:  # before quotas: a retried Create reports the cluster it made
             fleet.create(spec, params, existing.arn, now)
         check_cluster_quotas(spec, None, self.engine.scenario, self.engine.cluster_utilization)
+        tags = tag_map(params.get("Tags"))
         cluster = fleet.create(spec, params, self._arn(spec.name), now)
-        cluster.tags = {tag["Key"]: tag.get("Value", "") for tag in params.get("Tags") or []}
+        cluster.tags = tags
         return {"ClusterArn": cluster.arn}
 
     def _update(self, params: dict[str, Any], now: float) -> dict[str, Any]:
@@ -292,28 +282,6 @@ class ClusterApi:
             if event.event_id == params["EventId"]:
                 return {"EventDetails": _event(cluster, event)}
         raise NotFound("ResourceNotFound", f"Event {params['EventId']} not found in cluster {cluster.name}.")
-
-    # ---------------------------------------------------------------------------------------- tags
-
-    def _add_tags(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        cluster = self._tagged(params, "AddTags")
-        tags = {**cluster.tags, **{t["Key"]: t.get("Value", "") for t in params["Tags"]}}
-        if len(tags) > MAX_TAGS:
-            raise ValidationError(
-                f"Tags: a resource has at most {MAX_TAGS} tags; this would make {len(tags)}"
-            )
-        cluster.tags = tags
-        return {"Tags": params["Tags"]}
-
-    def _list_tags(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        cluster = self._tagged(params, "ListTags")
-        return {"Tags": [{"Key": k, "Value": v} for k, v in cluster.tags.items()]}
-
-    def _delete_tags(self, params: dict[str, Any], now: float) -> dict[str, Any]:
-        cluster = self._tagged(params, "DeleteTags")
-        for key in params["TagKeys"]:
-            cluster.tags.pop(key, None)
-        return {}
 
 
 _DELETE_ERRORS = {

@@ -168,6 +168,8 @@ class Job:
     exit_message: str | None = None
     held: dict[PoolKey, int] = field(default_factory=dict)
     phase: Phase = Phase.STARTING
+    #: The job's tags (given at Create, changed by AddTags / DeleteTags; see :mod:`.tagging`).
+    tags: dict[str, str] = field(default_factory=dict)
     #: Bumped whenever the job's scheduled events become stale (stopped, selected, finished).
     token: int = 0
 

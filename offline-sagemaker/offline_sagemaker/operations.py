@@ -3,7 +3,8 @@
 Requests name their operation in the ``X-Amz-Target`` header (``<target prefix>.<Operation>``, AWS's
 JSON protocol); :func:`emulated_operation` reads it for both the WSGI app and the request handler's fast
 path. Besides the eight SageMaker job operations, the emulator serves HyperPod clusters (the cluster
-operations, and the tag operations on a cluster's ARN: :data:`RESOURCE_ROUTED`), what a client checks
+operations), the tag operations on the ARN of a job or cluster (:data:`RESOURCE_ROUTED`) and Search of
+training jobs, what a client checks
 before it submits: training plans (SageMaker), Service Quotas and the Price List API, from the same
 scenario; and the CloudWatch Logs reads of the jobs' log streams.
 """
@@ -26,8 +27,8 @@ __all__ = [
     "unknown_sagemaker_operation",
 ]
 
-#: Operations on any SageMaker resource: the emulator answers them for the resources it owns (a
-#: cluster's ARN), moto for the others (see :func:`emulated_resource`).
+#: Operations on any SageMaker resource: the emulator answers them for the resources it owns (a job's
+#: or a cluster's ARN), moto for the others (see :func:`emulated_resource`).
 RESOURCE_ROUTED: frozenset[str] = frozenset({"AddTags", "ListTags", "DeleteTags"})
 
 #: ``X-Amz-Target`` values of SageMaker operations start with this.
@@ -59,6 +60,7 @@ TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
                 "BatchDeleteClusterNodes",
                 "ListClusterEvents",
                 "DescribeClusterEvent",
+                "Search",
                 *RESOURCE_ROUTED,
             }
         ),
@@ -101,9 +103,15 @@ def emulated_operation(target: str | None) -> str | None:
     return operation
 
 
+#: The resource types of the ARNs the emulator owns: ``arn:aws:sagemaker:<region>:<account>:<type>/<name>``.
+_OWNED_RESOURCE = re.compile(
+    r"^arn:aws[a-z-]*:sagemaker:[^:]*:[0-9]*:(?:cluster|training-job|processing-job)/"
+)
+
+
 def emulated_resource(arn: object) -> bool:
-    """Whether a SageMaker ARN names a resource the emulator owns (a HyperPod cluster)."""
-    return isinstance(arn, str) and arn.startswith("arn:aws") and ":cluster/" in arn
+    """Whether a SageMaker ARN names a resource the emulator owns (a job or a HyperPod cluster)."""
+    return isinstance(arn, str) and _OWNED_RESOURCE.match(arn) is not None
 
 
 def unknown_sagemaker_operation(target: str | None) -> str | None:

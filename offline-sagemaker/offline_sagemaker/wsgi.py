@@ -13,7 +13,8 @@ Requests are routed in this order:
 No SageMaker call ends in a bare 500: an operation neither the emulator nor moto implements is answered
 ``UnknownOperationException`` naming it, and a SageMaker call moto fails on is answered
 ``ValidationException`` naming it (moto's traceback stays in the server log). AddTags, ListTags and
-DeleteTags on a resource the emulator owns (a HyperPod cluster) are the emulator's, on any other
+DeleteTags on a resource the emulator owns (a training or processing job, a HyperPod cluster) are the
+emulator's, on any other
 resource moto's.
 
 Every emulated response carries a ``Date`` header in *emulated* time, because clients use the service's

@@ -452,6 +452,6 @@ def test_an_operation_nobody_serves_is_a_4xx_naming_it(sm: OfflineSageMaker) -> 
 def test_a_moto_failure_on_a_sagemaker_call_is_a_4xx_naming_it(sm: OfflineSageMaker) -> None:
     client = sm.boto3_client("sagemaker")
     code, message = error(
-        client.list_tags, ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:training-job/x"
+        client.list_tags, ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:transform-job/x"
     )
     assert code == "ValidationException" and "ListTags" in message

@@ -56,6 +56,9 @@ with _dag("hp_invalid") as hp_invalid:
 with _dag("hp_tagged") as hp_tagged:
     _group("scale", instance_count=2, cluster_config={"Tags": [{"Key": "team", "Value": "ml"}]})
 
+with _dag("hp_tag_clash") as hp_tag_clash:
+    _group("scale", instance_count=2, cluster_config={"Tags": [{"Key": "sm-prefs:task-id", "Value": "mine"}]})
+
 with _dag("hp_sensor") as hp_sensor:
     consume(
         SageMakerHyperPodGroupSensor(

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import DAG, task, task_group
 
+from airflow_provider_sm_prefs.domain.identity import IDENTITY_XCOM_KEY
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.operators import (
     SageMakerPreferenceProcessingOperator,
@@ -85,6 +86,7 @@ def consume(params: dict[str, Any] | None = None, ti: Any = None) -> dict[str, A
     values = {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
     values["return_value"] = ti.xcom_pull(task_ids="job")
     values.update({key: ti.xcom_pull(task_ids="job", key=key) for key in LINK_KEYS})
+    values[IDENTITY_XCOM_KEY] = ti.xcom_pull(task_ids="job", key=IDENTITY_XCOM_KEY)
     if params and params.get("out"):
         with open(params["out"], "w") as fh:
             json.dump(values, fh)
@@ -123,6 +125,9 @@ t_train_capacity = _dag("t_train_capacity", SageMakerPreferenceTrainingOperator,
 t_train_complete = _dag("t_train_complete", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
 t_train_sync = _dag(
     "t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False
+)
+t_train_untagged = _dag(
+    "t_train_untagged", SageMakerPreferenceTrainingOperator, wait_for_completion=False, identity_tags=False
 )
 t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
 t_process_complete = _dag(

@@ -195,6 +195,33 @@ def test_a_list_that_breaks_a_rule_fails_before_any_call(sm: Any, airflow_db: No
     assert "appears twice" in (record.reason or "")
 
 
+def test_a_cluster_the_task_creates_carries_the_identity_tags_after_its_own(
+    sm: Any, airflow_db: None
+) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    with stepping(sm, 300):
+        dagrun = _dags().hp_tagged.test()
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()} == {"scale": "success"}
+    client = _client(sm)
+    arn = client.describe_cluster(ClusterName="nightly")["ClusterArn"]
+    tags = {t["Key"]: t["Value"] for t in client.list_tags(ResourceArn=arn)["Tags"]}
+    assert tags["team"] == "ml"
+    assert (tags["sm-prefs:dag-id"], tags["sm-prefs:task-id"], tags["sm-prefs:try-number"]) == (
+        "hp_tagged",
+        "scale",
+        "1",
+    )
+    assert _xcom(dagrun, "scale", "identity_tags") == {k: v for k, v in tags.items() if k != "team"}
+
+
+def test_a_cluster_tag_with_an_identity_key_fails_before_any_call(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    dagrun = _dags().hp_tag_clash.test()
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()} == {"scale": "failed"}
+    assert not sm.stats()["operations"].get("DescribeCluster")
+    assert not sm.stats()["operations"].get("CreateCluster")
+
+
 def test_the_sensor_hands_on_a_group_scaled_elsewhere(sm: Any, airflow_db: None) -> None:
     sm.load_scenario(_scenario(p5=1, p5e=1, p4d=8))
     _client(sm).create_cluster(

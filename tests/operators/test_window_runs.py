@@ -242,6 +242,16 @@ def test_worker_killed_between_stages_continues_with_the_next_stage_on_retry(
     assert sm.job("nightly")["status"] == "Stopped"
     assert (xcom["job_name"], xcom["selected_instance_type"]) == ("nightly-s2", G5)
     assert [s["ended"] for s in xcom["return_value"]["stages"]] == ["escalated", "selected"]
+    # Each stage is its own job and carries the try that created it.
+    client = sm.boto3_client("sagemaker")
+    tries = {
+        name: {t["Key"]: t["Value"] for t in client.list_tags(ResourceArn=sm.job(name)["arn"])["Tags"]}[
+            "sm-prefs:try-number"
+        ]
+        for name in ("nightly", "nightly-s2")
+    }
+    assert tries == {"nightly": "1", "nightly-s2": "2"}
+    assert xcom["identity_tags"]["sm-prefs:try-number"] == "2"
 
 
 def test_processing_stages_use_client_side_windows(sm: Any, run_test_dag: Any) -> None:
