@@ -217,7 +217,13 @@ async def retry_async(
     retriable: Callable[[BaseException], bool] = is_transient,
 ) -> T:
     """Async twin of :func:`retry_sync` (the same settings, on tenacity's ``AsyncRetrying``)."""
-    return await AsyncRetrying(**_controls(policy, what, retriable))(call)
+
+    async def attempt() -> T:
+        # tenacity awaits only what it recognises as a coroutine function; a lambda or a partial
+        # returning an awaitable would be taken for a sync call.
+        return await call()
+
+    return await AsyncRetrying(**_controls(policy, what, retriable))(attempt)
 
 
 def _describe(err: BaseException | None) -> str:

@@ -112,6 +112,9 @@ def test_the_async_twin_behaves_the_same() -> None:
 
     assert asyncio.run(retry_async(call, "List", FAST)) == "ok"
     assert not failures
+    # A lambda or a partial returning an awaitable (as the hooks pass) is awaited too.
+    failures.append(client_error("InternalError"))
+    assert asyncio.run(retry_async(lambda: call(), "List", FAST)) == "ok"
 
 
 def test_the_amazon_providers_retriable_codes_are_included() -> None:
