@@ -173,8 +173,10 @@ demo: install
 
 # Every figure of docs/performance.md: others' jobs in the account (ours, stock, naive, event mode at
 # N = 100/1,000/3,000, throttled, DAG parse), event mode at 10,000 waits, and the earlier workload
-# without others' jobs. About 80 minutes on 2 cores.
+# without others' jobs; and the retry budget under throttling (docs/data/retry-budget.json, under a minute).
+# About 80 minutes on 2 cores.
 bench: install
+	$(RUN) python -m benchmarks.retry_budget
 	$(RUN) python -m benchmarks.run
 	$(RUN) python -m benchmarks.run --sizes 10000 --variants events --no-throttled --no-parse
 	$(RUN) python -m benchmarks.run --no-churn --variants ours,stock,naive --no-parse

@@ -34,7 +34,7 @@ LATENCY = DATA / "latency.json"
 CAPACITY_PAGE = DATA / "capacity-page.json"
 #: Lists longer than this are raw samples, not figures: they are not published.
 MAX_LIST = 50
-SECTIONS = ("latency", "capacity-page", "bench")
+SECTIONS = ("latency", "capacity-page", "retry-budget", "bench")
 _MARKED = re.compile(
     r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL
 )
@@ -118,7 +118,23 @@ def render_bench() -> str:
     return "\n\n".join(parts) + "\n"
 
 
-RENDERERS = {"latency": render_latency, "capacity-page": render_capacity_page, "bench": render_bench}
+def render_retry_budget() -> str:
+    """The table of ``python -m benchmarks.retry_budget``, from its committed result."""
+    from benchmarks.retry_budget import OUTPUT
+    from benchmarks.retry_budget import table as retry_table
+
+    if not OUTPUT.exists():
+        return _not_published("python -m benchmarks.retry_budget")
+    data = _load(OUTPUT)
+    return f"`docs/data/{OUTPUT.name}` (seed {data['seed']}):\n\n{retry_table(data)}\n"
+
+
+RENDERERS = {
+    "latency": render_latency,
+    "capacity-page": render_capacity_page,
+    "retry-budget": render_retry_budget,
+    "bench": render_bench,
+}
 
 
 def render_page(text: str) -> str:

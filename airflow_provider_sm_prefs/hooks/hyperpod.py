@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import ClusterConfigError, ClusterQuotaError
 from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, find_group
+from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message, retry_sync
 
 
@@ -47,7 +47,7 @@ def is_busy(err: BaseException) -> bool:
     return isinstance(err, ClientError) and error_code(err) == "ConflictException"
 
 
-class SageMakerHyperPodHook(AwsBaseHook):
+class SageMakerHyperPodHook(ProviderAwsHook):
     """HyperPod cluster calls on the amazon provider's ``AwsBaseHook`` (client type ``sagemaker``).
 
     The arguments are ``AwsBaseHook``'s (``aws_conn_id``, ``region_name``, ``verify``, ``config``).

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
 from airflow_provider_sm_prefs.hooks.retry import retry_sync
 
 __all__ = ["JobLogLine", "JobLogs", "SageMakerJobLogsHook", "host_of"]
@@ -74,7 +73,7 @@ class JobLogs:
         return self.cut > 0 or self.more_before
 
 
-class SageMakerJobLogsHook(AwsBaseHook):
+class SageMakerJobLogsHook(ProviderAwsHook):
     """CloudWatch Logs reads of SageMaker jobs' streams, on the amazon provider's ``AwsBaseHook``.
 
     :param aws_conn_id: Airflow connection of type ``aws`` (its extra may set ``endpoint_url``).

@@ -31,7 +31,7 @@ from airflow_provider_sm_prefs.domain.guardrails import Facts, PlanFacts, quota_
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.hooks.cache import TtlCache, default_directory
 from airflow_provider_sm_prefs.hooks.clock import service_now
-from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, retry_sync
+from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, retry_sync, with_default_retries
 
 __all__ = ["PRICE_TTL", "QUOTA_TTL", "PreflightLookups", "TtlCache", "clear_cache"]
 
@@ -47,12 +47,12 @@ PRICE_MAX_PAGES = 10
 #: Seconds a failed look-up (denied, unreachable) is remembered, so a DAG of many tasks does not pay
 #: for the same failure (timeouts included) in every task.
 FAILURE_TTL = 300.0
-#: Preflight is a convenience: a few quick tries, then the check is reported as not run.
-PREFLIGHT_RETRY = Retry(attempts=3, base=0.5, cap=2.0)
-#: botocore's own retries and timeouts for the quota and price clients, on top of the hook's config.
-PREFLIGHT_CLIENT_CONFIG = Config(
-    connect_timeout=5, read_timeout=15, retries={"mode": "standard", "max_attempts": 2}
-)
+#: Preflight is a convenience: two requests per look-up (botocore's retry and ours share them), then the
+#: check is reported as not run.
+PREFLIGHT_ATTEMPTS = 2
+PREFLIGHT_RETRY = Retry(attempts=PREFLIGHT_ATTEMPTS, base=0.5, cap=2.0)
+#: Timeouts of the quota and price clients, unless the connection's config sets its own.
+PREFLIGHT_CLIENT_CONFIG = Config(connect_timeout=5, read_timeout=15)
 _COMPONENT = {JobKind.TRAINING: "Training", JobKind.PROCESSING: "Processing"}
 
 
@@ -260,6 +260,13 @@ class PreflightLookups:
     def _session(self) -> Any:
         return self.hook.get_session(region_name=self.hook.conn_region_name)
 
+    def _client_config(self) -> Config:
+        """The connection's botocore config over :data:`PREFLIGHT_CLIENT_CONFIG`, with preflight's short
+        retries unless the user chose a retry mode (:func:`~.retry.with_default_retries`)."""
+        user = self.hook.conn_config.botocore_config
+        config = PREFLIGHT_CLIENT_CONFIG.merge(user) if user else PREFLIGHT_CLIENT_CONFIG
+        return with_default_retries(config, PREFLIGHT_ATTEMPTS)
+
     def _client(self, service: str, region: str | None) -> Any:
         """A client of another service on the hook's connection: its credentials, endpoint and config."""
         if (service, region) not in self._clients:
@@ -271,7 +278,7 @@ class PreflightLookups:
                 service_name=service,
                 region_name=region,
                 endpoint_url=hook.conn_config.get_service_endpoint_url(service_name=service),
-                config=PREFLIGHT_CLIENT_CONFIG.merge(hook._get_config(None)),
+                config=hook._get_config(self._client_config()),
                 verify=hook.verify,
             )
         return self._clients[(service, region)]

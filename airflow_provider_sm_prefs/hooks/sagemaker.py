@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
 from airflow_provider_sm_prefs.domain.guardrails import Facts
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.preflight import PreflightLookups
 from airflow_provider_sm_prefs.hooks.retry import (
@@ -135,7 +135,7 @@ class AwsSettings:
         )
 
 
-class SageMakerPreferenceHook(AwsBaseHook):
+class SageMakerPreferenceHook(ProviderAwsHook):
     """SageMaker calls for instance preference lists, on the amazon provider's ``AwsBaseHook``.
 
     The arguments are ``AwsBaseHook``'s, passed through (the client type is always ``sagemaker``):

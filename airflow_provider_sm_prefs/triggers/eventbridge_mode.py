@@ -63,8 +63,8 @@ async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, flo
         return None
 
     def opener() -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+        from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
 
-        return AwsBaseHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
+        return ProviderAwsHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
 
     return consumer_for(settings.pool_key(), opener, url), safety_list_seconds()

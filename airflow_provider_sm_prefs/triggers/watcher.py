@@ -65,7 +65,8 @@ EARLY_PASS_GATHER = 0.25
 EARLY_PASS_MIN_GAP = 2.0
 #: Waiters woken per event-loop turn, so a pass that finds hundreds of changes does not stall the loop.
 WAKE_BATCH = 50
-#: A page that fails transiently is retried in place this way before the whole pass backs off.
+#: A page that fails transiently and that botocore did not retry (see hooks.retry) is retried in place
+#: this way, four requests in all, before the whole pass backs off.
 PAGE_RETRY = Retry(attempts=4, base=0.5, cap=10.0)
 
 

@@ -96,9 +96,7 @@ def test_stopping_an_ended_job_is_not_an_error(sm: Any) -> None:
 
 def test_create_rides_out_throttling_without_duplicates(sm: Any) -> None:
     sm.set_faults(throttle_rate=0.5, error_rate=0.1)
-    hook = SageMakerPreferenceHook(
-        aws_conn_id="aws_default", config={"retries": {"max_attempts": 1, "mode": "standard"}}
-    )
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")  # botocore's standard mode, 10 requests
     try:
         req, prefs = request("throttled")
         hook.create_job(JobKind.TRAINING, req, prefs)
