@@ -97,7 +97,6 @@ def assert_outcome_matches_the_cluster(af: LocalAirflow, run_id: str, cluster: s
 # -- 1. eight nodes over [p5, p5e, p4d] with p5 scarce, waiting in the triggerer ----------------------------
 
 
-@pytest.mark.core
 def test_group_scaled_over_three_types_with_p5_scarce_hands_the_described_mix_to_the_next_task(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
@@ -134,7 +133,6 @@ def test_group_scaled_over_three_types_with_p5_scarce_hands_the_described_mix_to
 # -- 2. the task process killed after UpdateCluster took effect, before its answer arrived -------------------
 
 
-@pytest.mark.core
 def test_task_killed_between_update_taking_effect_and_its_answer_retries_and_reattaches(
     airflow: LocalAirflow, ledger: Ledger
 ) -> None:
