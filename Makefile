@@ -69,7 +69,7 @@ test: install sdk-venv
 COMPAT_MINORS := 3.0 3.1 3.2
 OLDEST_MINOR := 3.0
 # The e2e scenarios every minor must pass: REST trigger -> submit -> defer -> XCom, a kill stops the job,
-# a retry reattaches, a HyperPod group scaled and reattached after a kill, the capacity page behind a login
+# a retry reattaches, the capacity page behind a login
 # (marker "core").
 E2E_CORE := -m "e2e and core" tests/e2e
 

@@ -1,5 +1,8 @@
 """Capacity insights: what the fallbacks cost, which entries ever win, when, and how windows play out (pure).
 
+The module runs over 500 lines because every section shares the same small figure helpers (shares, waits,
+the minimum of records behind a figure); each section is its own function below.
+
 The input is the same list of :class:`~airflow_provider_sm_prefs.plugin.stats.Entry` the page's
 :func:`~airflow_provider_sm_prefs.plugin.stats.summarize` reads, deduplicated the same way (the newest
 record of each job wins). :func:`insights` returns JSON-ready dicts, in four sections:
