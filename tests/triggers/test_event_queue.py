@@ -470,7 +470,9 @@ def test_a_backlog_is_read_by_several_receives_at_once_and_nothing_is_lost(sm: A
     assert woken == set(names)
     assert consumer.stats.woke == 300 and consumer.stats.passed == 0 and consumer.stats.errors == 0
     assert in_flight["most"] == eventbridge_queue.RECEIVERS
-    assert consumer.stats.receives <= 600 / eventbridge_queue.BATCH + 2 * eventbridge_queue.RECEIVERS
+    # Full batches make 60 receives; on a busy host concurrent receives come back part-full, so the bound is
+    # twice that: a consumer reading message by message (600) still fails it.
+    assert consumer.stats.receives <= 2 * 600 / eventbridge_queue.BATCH + 2 * eventbridge_queue.RECEIVERS
     assert events_left(sm, url) == []
 
 
