@@ -33,7 +33,7 @@ with DAG(
     tags=["sagemaker", "hyperpod", "instance-preferences", "example"],
     params={
         "cluster": Param("nightly-training", type="string"),
-        "role_arn": Param("arn:aws:iam::123456789012:role/HyperPodNodeRole", type="string"),
+        "role_arn": Param("arn:aws:iam::123456789012:role/SageMakerHyperPodNodeRole", type="string"),
         "lifecycle_uri": Param("s3://sm-prefs-demo/hyperpod/lifecycle/", type="string"),
     },
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
