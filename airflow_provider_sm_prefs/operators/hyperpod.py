@@ -45,7 +45,7 @@ from airflow_provider_sm_prefs.operators.identity import identity_of, identity_t
 from airflow_provider_sm_prefs.operators.submission import try_number_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger, group_error
 
 #: XCom key of the whole outcome (``GroupOutcome.as_dict()``); the return value holds the same dict.
 OUTCOME_KEY = "hyperpod_outcome"
@@ -366,16 +366,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         return prices
 
     def _error(self, group: FlexibleGroup, event: Mapping[str, Any]) -> errors.ClusterGroupError:
-        phase = event.get("phase")
-        status = (event.get("group") or {}).get("Status") or event.get("cluster_status")
-        reason = event.get("reason")
-        kinds: dict[Any, type[errors.ClusterGroupError]] = {
-            GroupPhase.ROLLED_BACK.value: errors.GroupRolledBackError,
-            "shortfall": errors.GroupCapacityShortfallError,
-        }
-        return kinds.get(phase, errors.ClusterFailedError)(
-            self.cluster_name, group.group_name, status, reason
-        )
+        return group_error(self.cluster_name, group.group_name, event)
 
     def _rollback(self, group: FlexibleGroup, request: GroupRequest | None) -> None:
         """Scale the group back to its count before this task's request (never deletes anything)."""

@@ -24,7 +24,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger, group_error
 
 
 class SageMakerHyperPodGroupSensor(BaseSensorOperator):
@@ -146,14 +146,7 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         flexible = FlexibleGroup.from_dict(group)
         progress.group = request_fields(self.cluster_name, self.group_name, flexible)
         if event.get("status") != "success":
-            kinds: dict[Any, type[errors.ClusterGroupError]] = {
-                GroupPhase.ROLLED_BACK.value: errors.GroupRolledBackError,
-                "shortfall": errors.GroupCapacityShortfallError,
-            }
-            status = details.get("Status") or event.get("cluster_status")
-            raise kinds.get(event.get("phase"), errors.ClusterFailedError)(
-                self.cluster_name, self.group_name, status, event.get("reason")
-            )
+            raise group_error(self.cluster_name, self.group_name, event)
         outcome = group_outcome(
             self.cluster_name,
             flexible,

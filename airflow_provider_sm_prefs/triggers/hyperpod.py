@@ -18,6 +18,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
+from airflow_provider_sm_prefs.domain.exceptions import (
+    ClusterFailedError,
+    ClusterGroupError,
+    GroupCapacityShortfallError,
+    GroupRolledBackError,
+)
 from airflow_provider_sm_prefs.domain.hyperpod import (
     MIN_COUNT_DEADLINE_SECONDS,
     FlexibleGroup,
@@ -301,6 +307,18 @@ class HyperPodGroupTrigger(BaseTrigger):
             self.group["group_name"],
             self.previous_count,
         )
+
+
+def group_error(cluster_name: str, group_name: str, event: Mapping[str, Any]) -> ClusterGroupError:
+    """The error a failed wait's event stands for: a rollback, a capacity shortfall, or a failure."""
+    kinds: dict[Any, type[ClusterGroupError]] = {
+        GroupPhase.ROLLED_BACK.value: GroupRolledBackError,
+        "shortfall": GroupCapacityShortfallError,
+    }
+    status = (event.get("group") or {}).get("Status") or event.get("cluster_status")
+    return kinds.get(event.get("phase"), ClusterFailedError)(
+        cluster_name, group_name, status, event.get("reason")
+    )
 
 
 def _reason(look: GroupLook) -> str | None:
