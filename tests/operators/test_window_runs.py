@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,12 +167,52 @@ def test_three_stages_each_still_pending_when_the_next_window_opens(sm: Any, run
     assert 2 * HOUR <= xcom["pending_seconds"] < 2 * HOUR + 1800
 
 
+@contextlib.contextmanager
+def capacity_frees_between_the_trigger_and_the_task(sm: Any, window: float, hold: float = 4.0) -> Iterator[None]:
+    """Let the trigger see the job still Pending once its window has opened, and the task's look that
+    follows see it selected.
+
+    Only the trigger calls DescribeTrainingJob while the task is deferred, so it is paced by holding that
+    answer back ``hold`` real seconds: once one held answer stands for the trigger, the clock jumps past
+    the window, the trigger's next look takes effect there (Pending, the window closed), and while that
+    answer is held the clock jumps past the moment p5 frees, before the task resumes and looks itself.
+    """
+    describe = "DescribeTrainingJob"
+
+    def stats() -> dict[str, Any]:
+        return sm.stats()
+
+    def wait_for(condition: Any, done: threading.Event) -> bool:
+        give_up = time.monotonic() + 120
+        while not done.wait(0.02):
+            if condition(stats()):
+                return True
+            if time.monotonic() > give_up:
+                return False
+        return False
+
+    def drive(done: threading.Event) -> None:
+        if not wait_for(lambda s: s["operations"].get(describe), done):
+            return
+        sm.set_faults(response_latency_ms={describe: hold * 1000})
+        if not wait_for(lambda s: s["in_flight"].get(describe), done):
+            return
+        sm.advance(window + 10)  # the trigger's held look took effect before: its next one is past the window
+        before = stats()["operations"][describe]
+        if wait_for(lambda s: s["operations"][describe] > before and s["in_flight"].get(describe), done):
+            sm.advance(600)  # p5 frees while the trigger's Pending answer is on its way
+        sm.set_faults(response_latency_ms={})
+
+    with in_background(drive):
+        yield
+
+
 def test_capacity_freeing_as_the_window_opens_keeps_the_job(
     sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # The trigger sees the job still Pending when the window opens; p5 frees before the task's look.
     sm.load_scenario(p5_frees_at(HOUR + 300))
-    with ticking(sm, step=30):
+    with capacity_frees_between_the_trigger_and_the_task(sm, HOUR):
         states, xcom = run_test_dag(
             "t_train_escalate_race", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
         )
