@@ -168,7 +168,9 @@ def test_three_stages_each_still_pending_when_the_next_window_opens(sm: Any, run
 
 
 @contextlib.contextmanager
-def capacity_frees_between_the_trigger_and_the_task(sm: Any, window: float, hold: float = 4.0) -> Iterator[None]:
+def capacity_frees_between_the_trigger_and_the_task(
+    sm: Any, window: float, hold: float = 4.0
+) -> Iterator[None]:
     """Let the trigger see the job still Pending once its window has opened, and the task's look that
     follows see it selected.
 
