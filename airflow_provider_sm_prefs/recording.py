@@ -11,7 +11,7 @@ as it goes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,8 @@ class TryProgress:
     :param stages: submission stages that ended before now (acceptance windows).
     :param outcome: the outcome this try pushed last.
     :param group: what is known of a HyperPod instance group (``hyperpod_outcome.request_fields``).
+    :param identity_tags: the identity tags the job was created with, once known (by this try or an
+        earlier one).
     """
 
     job_name: str | None = None
@@ -45,6 +47,7 @@ class TryProgress:
     stages: list[dict[str, Any]] | None = None
     outcome: CapacityOutcome | None = None
     group: dict[str, Any] | None = None
+    identity_tags: dict[str, str] | None = None
 
 
 class CapacityRecorder:
@@ -80,14 +83,20 @@ class CapacityRecorder:
         ti = context["ti"]
         for key, value in outcome.xcom_values().items():
             xcom_push(ti, key, value)
-        self.record(context, outcome, selection)
+        self.record(context, outcome, selection, identity_tags=progress.identity_tags)
         return outcome.as_dict()
 
     def record(
-        self, context: Context, outcome: CapacityOutcome | GroupOutcome, selection: bool = True
+        self,
+        context: Context,
+        outcome: CapacityOutcome | GroupOutcome,
+        selection: bool = True,
+        identity_tags: Mapping[str, str] | None = None,
     ) -> CapacityRecord:
         """Push this try's record of ``outcome`` (and send its metrics when it reports the selection)."""
-        record = CapacityRecord.from_outcome(TaskInstanceRef.of(context["ti"]), outcome, self._region())
+        record = CapacityRecord.from_outcome(
+            TaskInstanceRef.of(context["ti"]), outcome, self._region(), identity_tags=identity_tags
+        )
         context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
         if selection:
             metrics.emit(record)
@@ -113,6 +122,7 @@ class CapacityRecorder:
                     guardrails=progress.guardrails,
                     stages=progress.stages,
                     group=progress.group,
+                    identity_tags=progress.identity_tags,
                 )
                 context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
                 metrics.emit(record)

@@ -157,6 +157,10 @@ class CapacityRecord:
     seconds_to_in_service: float | None = None
     accelerators_total: int | None = None
     accelerator_memory_gib_total: float | None = None
+    #: The Airflow identity tags the job was created with (``AirflowIdentity.as_dict()``: tag key to
+    #: value; added in version 1 with a default). Empty when identity tags were off, for a job the task did
+    #: not create (the sensor's) and for a HyperPod instance group.
+    identity_tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_group(self) -> bool:
@@ -170,6 +174,7 @@ class CapacityRecord:
         outcome: CapacityOutcome | GroupOutcome,
         region: str | None,
         now: datetime | None = None,
+        identity_tags: Mapping[str, str] | None = None,
     ) -> CapacityRecord:
         """The record of a try that got its outcome (capacity acquired, the job completed, or the group
         reached its count).
@@ -181,7 +186,13 @@ class CapacityRecord:
         values = {
             name: _copied(getattr(outcome, name)) for name in schema.recorded(type(outcome)) if name in names
         }
-        return cls(**asdict(ti), **values, region=region, recorded_at=_now(now))
+        return cls(
+            **asdict(ti),
+            **values,
+            region=region,
+            recorded_at=_now(now),
+            identity_tags=dict(identity_tags or {}),
+        )
 
     @classmethod
     def from_error(
@@ -196,6 +207,7 @@ class CapacityRecord:
         guardrails: Mapping[str, Any] | None = None,
         stages: list[dict[str, Any]] | None = None,
         group: Mapping[str, Any] | None = None,
+        identity_tags: Mapping[str, str] | None = None,
     ) -> CapacityRecord:
         """The record of a try that failed: why, and what is known of the job or group.
 
@@ -222,6 +234,7 @@ class CapacityRecord:
             "reason": reason,
             "recorded_at": _now(now),
             "stages": list(stages or []),
+            "identity_tags": dict(identity_tags or {}),
             **dict(guardrails or {}),
         }
         if isinstance(error, errors.ClusterGroupError):

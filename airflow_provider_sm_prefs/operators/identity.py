@@ -90,8 +90,9 @@ class IdentityTags:
         """Raise :class:`InvalidInstancePreferencesError` if Create could not carry the config's tags and ours."""
         with_identity(request.get("Tags"), self.of(context))
 
-    def tagged(self, run: TaskTry, request: dict[str, Any]) -> dict[str, Any]:
-        """The Create request with this try's identity tags after the config's own; recorded with the job.
+    def tagged(self, run: TaskTry, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """The Create request with this try's identity tags after the config's own, and those tags
+        (``AirflowIdentity.as_dict()``; None when off), recorded with the job.
 
         A stage of acceptance windows is its own job: it carries the try that creates it.
         """
@@ -106,12 +107,14 @@ class IdentityTags:
         recorded = identity.as_dict() if identity is not None else None
         run.store.update(identity_tags=recorded)
         self._push(run, recorded)
-        return request
+        return request, recorded
 
-    def push_recorded(self, run: TaskTry) -> None:
-        """Push the identity tags the task's job was created with (by this try or an earlier one)."""
-        state = run.store.load()
-        self._push(run, state.identity_tags if state is not None else None)
+    def push_recorded(self, run: TaskTry) -> dict[str, str] | None:
+        """Push the identity tags the task's job was created with (by this try or an earlier one), and
+        return them."""
+        tags = run.recorded_identity_tags()
+        self._push(run, tags)
+        return tags
 
     @staticmethod
     def _push(run: TaskTry, tags: dict[str, Any] | None) -> None:

@@ -245,10 +245,12 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     def _begin_try(self, context: Context) -> tuple[TaskTry, AcceptanceWindows]:
         """This try (its job state looked up once; on_kill reads it) and its acceptance windows.
 
-        Both are kept when the same process resumes (a wait outside the triggerer).
+        Both are kept when the same process resumes (a wait outside the triggerer). A new context is a new
+        try: what the operator learnt in another one (``dag.test()`` runs the same instance again) is dropped.
         """
         if self._try.context is not context:
             self._try = TaskTry.of(context)
+            self._progress, self._windows, self._guardrails = TryProgress(), None, None
         if self._windows is None:
             self._windows = AcceptanceWindows(
                 self.job_kind, self.hook, self._try.store, self._progress, self.log
@@ -314,7 +316,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         outcome = windows.with_stages(with_guardrails(outcome, self._guardrails, self.log))
         self.log.info("Job already completed on an earlier try; returning its outcome: %s", outcome.summary())
         self._persist_links(run, outcome.job_name)
-        self.identity.push_recorded(run)
+        self._progress.identity_tags = self.identity.push_recorded(run)
         return self.recorder.push(run.context, outcome, self._progress, selection=False)
 
     def _start(self, run: TaskTry, job: JobStart) -> dict[str, Any] | None:
@@ -328,10 +330,11 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         describe = job.describe
         if describe is None:
             assert job.request is not None
-            request = self.identity.tagged(run, job.request)
+            request, tags = self.identity.tagged(run, job.request)
             describe = self._create(run.context, request, job.offered or job.prefs, job.job_name)
+            self._progress.identity_tags = tags  # a rejected Create made no job to carry them
         else:
-            self.identity.push_recorded(run)
+            self._progress.identity_tags = self.identity.push_recorded(run)
         self._record_arn(run, describe)
         return self._wait(run, WaitFor.CAPACITY, job.prefs, job.deadline)
 
@@ -493,6 +496,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             return None
         self._progress.preferences = self._preferences_of_resume(preferences)
         self._guardrails = self._guardrails or guardrails or run.recorded_guardrails()
+        self._progress.identity_tags = self._progress.identity_tags or run.recorded_identity_tags()
         return run
 
     def _close_window(self, run: TaskTry) -> dict[str, Any] | None:

@@ -63,6 +63,12 @@ class TaskTry:
         state = self.store.load()
         return state.guardrails if state is not None else None
 
+    def recorded_identity_tags(self) -> dict[str, str] | None:
+        """The identity tags the task's job was created with (by this try or an earlier one)."""
+        state = self.store.load()
+        tags = state.identity_tags if state is not None else None
+        return {str(k): str(v) for k, v in tags.items()} if tags else None
+
 
 #: Before a task's first try: no context, no store (what on_kill sees on an operator that never ran).
 NO_TRY = TaskTry({}, JobStateStore(None))

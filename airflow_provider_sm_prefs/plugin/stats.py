@@ -77,6 +77,7 @@ JOB_FIELDS: tuple[str, ...] = (
     "billable_seconds",
     "job_status",
     "failure_kind",
+    "identity_tags",
 )
 #: Likewise for each row of the cluster group table; ``nodes``, ``mix``, ``entries`` and ``reason`` are
 #: computed from the record.

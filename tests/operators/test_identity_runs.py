@@ -20,7 +20,7 @@ def tags_of(sm: Any, name: str) -> dict[str, str]:
 
 
 def test_a_training_job_carries_dag_task_run_map_index_try_and_deployment(
-    sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch
+    sm: Any, run_test_dag: Any, capacity_record: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "prod-eu")
     config = training_config(tags={"team": "ml"})
@@ -33,8 +33,11 @@ def test_a_training_job_carries_dag_task_run_map_index_try_and_deployment(
     assert tags["sm-prefs:run-id"].startswith("manual__")
     assert (tags["sm-prefs:map-index"], tags["sm-prefs:try-number"]) == ("-1", "1")
     assert tags["sm-prefs:deployment"] == "prod-eu"
-    # The operator pushes what it tagged the job with.
-    assert xcom["identity_tags"] == {k: v for k, v in tags.items() if k.startswith("sm-prefs:")}
+    # The operator pushes what it tagged the job with, and its record (the capacity page's row) says it too.
+    ours = {k: v for k, v in tags.items() if k.startswith("sm-prefs:")}
+    assert xcom["identity_tags"] == ours
+    record = capacity_record("t_train_capacity")
+    assert record is not None and record["identity_tags"] == ours
 
 
 def test_a_processing_job_carries_them_with_a_default_deployment_id(sm: Any, run_test_dag: Any) -> None:
@@ -46,12 +49,18 @@ def test_a_processing_job_carries_them_with_a_default_deployment_id(sm: Any, run
 
 
 def test_a_retry_that_reattaches_keeps_the_tags_of_the_try_that_created_the_job(
-    sm: Any, run_test_dag: Any
+    sm: Any, run_test_dag: Any, capacity_record: Any
 ) -> None:
     states, xcom = run_test_dag("t_train_crash", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"} and creates(sm) == 1
     assert tags_of(sm, "nightly")["sm-prefs:try-number"] == "1"
     assert xcom is not None and xcom["identity_tags"]["sm-prefs:try-number"] == "1"
+    # Try 2's record names the try that created the job, as the job's tags do.
+    record = capacity_record("t_train_crash")
+    assert record is not None and (record["try_number"], record["identity_tags"]["sm-prefs:try-number"]) == (
+        2,
+        "1",
+    )
 
 
 def test_a_user_tag_with_an_identity_key_fails_before_create_naming_the_key(
@@ -75,13 +84,17 @@ def test_more_than_50_tags_in_all_fail_before_create(
     assert "45 tags and 6 identity tags make 51; AWS allows at most 50" in out.out + out.err
 
 
-def test_identity_tags_false_sends_only_the_users_tags(sm: Any, run_test_dag: Any) -> None:
+def test_identity_tags_false_sends_only_the_users_tags(
+    sm: Any, run_test_dag: Any, capacity_record: Any
+) -> None:
     config = training_config(tags={f"k{i}": "v" for i in range(50)})  # 50 of the user's own fit then
     states, xcom = run_test_dag("t_train_untagged", config=config, prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "success" and xcom is not None
     tags = tags_of(sm, "nightly")
     assert len(tags) == 50 and not any(k.startswith("sm-prefs:") for k in tags)
     assert xcom["identity_tags"] is None
+    record = capacity_record("t_train_untagged")
+    assert record is not None and record["identity_tags"] == {}
 
 
 def test_the_config_switch_turns_them_off_for_the_deployment(

@@ -168,6 +168,10 @@ def test_a_viewer_sees_the_records_of_a_dag(client: Any, history: dict[str, str]
         == f"/dags/t_page_train/runs/{history['fallback'].replace('+', '%2B').replace(':', '%3A')}/tasks/job"
     )
     assert fallback["job_url"].endswith("/_emulator/view/jobs/page-fb")
+    # The identity tags the job was created with (a quota failure created none).
+    assert fallback["identity_tags"]["sm-prefs:dag-id"] == "t_page_train"
+    assert fallback["identity_tags"]["sm-prefs:run-id"] == history["fallback"]
+    assert rows[history["quota"]]["identity_tags"] == {}
     assert rows[history["quota"]]["failure_kind"] == "quota" and rows[history["quota"]]["job_url"] == ""
     by_type = {e["instance_type"]: e for e in data["time_to_capacity"]["entries"]}
     assert set(by_type) == {G6, G5} and by_type[G5]["ranks"] == [2]

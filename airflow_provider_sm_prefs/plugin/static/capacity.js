@@ -113,6 +113,17 @@
     });
   }
 
+  // The Airflow identity tags a job was created with: "deployment · N tags", every tag in the tooltip.
+  function identityCell(tags) {
+    const keys = Object.keys(tags || {}).sort();
+    if (!keys.length) return "–";
+    const deployment = tags["sm-prefs:deployment"];
+    const cell = el("span", { className: "identity-tags", textContent: (deployment ? deployment + " · " : "") + keys.length + " tags" });
+    cell.title = keys.map((k) => k + " = " + tags[k]).join("\n");
+    cell.dataset.tags = JSON.stringify(tags);
+    return cell;
+  }
+
   function row(cells, attrs) {
     return el("tr", attrs || {}, cells.map((c) => (c instanceof Node ? el("td", {}, [c]) : el("td", { textContent: c }))));
   }
@@ -137,6 +148,7 @@
         j.preference_rank === null ? "–" : j.preference_rank + " of " + j.entries,
         duration(j.pending_seconds), duration(j.billable_seconds), text(j.job_status),
         j.failure_kind ? failureLabels[j.failure_kind] || j.failure_kind : "",
+        identityCell(j.identity_tags),
       ], { className: j.failure_kind ? "job-row failed" : "job-row" });
       tr.dataset.jobName = j.job_name || "";
       if (j.reason) tr.title = j.reason;
