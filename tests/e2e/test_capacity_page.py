@@ -187,6 +187,8 @@ def test_login_the_page_a_dag_filter_and_a_job(airflow: LocalAirflow, history: A
     assert (tags["sm-prefs:dag-id"], tags["sm-prefs:run-id"]) == (HISTORY_NIGHTLY, newest["run_id"])
     assert cell.text == f"{tags['sm-prefs:deployment']} · {len(tags)} tags"
     assert f"sm-prefs:task-id = {newest['task_id']}" in cell.get_attribute("title")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", first)
+    browser.save_screenshot(str(SCREENSHOTS / "3b-job-table.png"))
     job_link = first.find_elements(By.TAG_NAME, "a")[1]
     href = job_link.get_attribute("href")
     assert href.endswith(f"/_emulator/view/jobs/{newest['job_name']}")
