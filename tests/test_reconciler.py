@@ -349,3 +349,35 @@ def test_the_command_line_refuses_to_judge_without_a_readable_api(capsys: pytest
     assert main(["--api-url", "http://127.0.0.1:9", "--deployment-id", DEPLOYMENT]) == 2
     assert "REST API cannot be read" in capsys.readouterr().err
     assert main(["--api-url", "http://127.0.0.1:9", "--deployment-id", ""]) == 2
+
+
+# -- the maintenance DAG: the operator inside a real dag.test(), states through the Task SDK --------
+
+
+def test_the_maintenance_dag_dry_runs_by_default_then_stops_the_orphans(
+    sm: Any, jobs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.airflow_versions import DagBag
+    from tests.test_example_dag_runs import DAGS, return_value, states_of
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", DEPLOYMENT)  # what the operators tagged with
+    dag = DagBag(str(DAGS)).get_dag("sm_prefs_job_reconciler")
+
+    run = dag.test()
+    assert states_of(run) == {"reconcile_jobs": "success"}
+    report = return_value("sm_prefs_job_reconciler", "reconcile_jobs")
+    assert report["dry_run"] is True and report["deployment_id"] == DEPLOYMENT
+    assert {row["job"]: row["decision"] for row in report["jobs"]} == {
+        name: decision.value for name, (_, _, decision) in jobs.items()
+    }
+    assert report["would_stop"] == len(ORPHANS) and stops(sm) == {}
+
+    run = dag.test(run_conf={"stop": True})
+    assert states_of(run) == {"reconcile_jobs": "success"}
+    report = return_value("sm_prefs_job_reconciler", "reconcile_jobs")
+    assert report["dry_run"] is False and report["errors"] == 0
+    assert {row["job"] for row in report["jobs"] if row["action"] == "stopped"} == ORPHANS
+    assert stops(sm) == dict.fromkeys(ORPHANS, 1)
+    reasons = {row["job"]: row["reason"] for row in report["jobs"]}
+    assert "no DAG run 'manual__deleted'" in reasons["j-run-deleted"]
+    assert "handed the running job off" in reasons["j-handed-off"]
