@@ -107,19 +107,19 @@ def owners(airflow_db: None) -> Iterator[None]:
                     span_status="ended",
                 )
             )
-        # What the operators push when a try ends: handed_off ended with its job still running.
-        for key, value in (("job_status", "InProgress"), ("job_name", "j-handed-off")):
+        # What the operators push: handed_off returned its outcome with the job still running
+        # (wait_for_completion=False); succeeded was marked success while it waited for completion, after
+        # its selection pushed job_status InProgress, and returned nothing.
+        handed = {"job_name": "j-handed-off", "job_status": "InProgress"}
+        for task_id, key, value in (
+            ("handed_off", "return_value", handed),
+            ("handed_off", "job_status", "InProgress"),
+            ("succeeded", "job_status", "InProgress"),
+            ("succeeded", "job_name", "j-succeeded"),
+        ):
             XComModel.set(
-                key=key, value=value, dag_id=OWNER_DAG, task_id="handed_off", run_id=RUN, session=session
+                key=key, value=value, dag_id=OWNER_DAG, task_id=task_id, run_id=RUN, session=session
             )
-        XComModel.set(
-            key="job_status",
-            value="Completed",
-            dag_id=OWNER_DAG,
-            task_id="succeeded",
-            run_id=RUN,
-            session=session,
-        )
     yield
     with create_session() as session:
         for table in (XComModel, TaskInstance, DagRun):
@@ -381,3 +381,38 @@ def test_the_maintenance_dag_dry_runs_by_default_then_stops_the_orphans(
     reasons = {row["job"]: row["reason"] for row in report["jobs"]}
     assert "no DAG run 'manual__deleted'" in reasons["j-run-deleted"]
     assert "handed the running job off" in reasons["j-handed-off"]
+
+
+def test_a_real_hand_off_is_kept_and_its_task_marked_failed_afterwards_is_stopped(
+    sm: Any, run_test_dag: Any, api: RestApiTaskStates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real operator run with wait_for_completion=False succeeds with its job still training."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    from tests.operators.test_dag_runs import training_config as job_config
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", DEPLOYMENT)
+    sm.load_scenario({"time_scale": 60, "job_runtime_seconds": 86400})
+    prefs = [{"instance_type": "ml.g5.48xlarge", "instance_count": 1}]
+    states, _ = run_test_dag("t_train_capacity", config=job_config("handoff"), prefs=prefs, max_pending=3600)
+    assert states == {"job": "success", "consume": "success"}
+    assert status(sm, "handoff") == "InProgress"
+
+    report = reconciler(api, dry_run=False, kinds=["training"]).run().as_dict()
+    (row,) = [row for row in report["jobs"] if row["job"] == "handoff"]
+    assert row["decision"] == "keep" and "handed the running job off" in row["reason"], row
+    assert status(sm, "handoff") == "InProgress" and stops(sm) == {}
+
+    with create_session() as session:  # a user marks the task failed: nothing looks after the job now
+        session.execute(
+            update(TaskInstance)
+            .where(TaskInstance.dag_id == "t_train_capacity", TaskInstance.run_id == row["run_id"])
+            .where(TaskInstance.task_id == "job")
+            .values(state="failed")
+        )
+    report = reconciler(api, dry_run=False, kinds=["training"]).run().as_dict()
+    (row,) = [row for row in report["jobs"] if row["job"] == "handoff"]
+    assert (row["decision"], row["action"]) == ("stop", "stopped"), row
+    assert stops(sm) == {"handoff": 1}

@@ -95,8 +95,8 @@ class OwnerState:
     :param state: its state (``"none"`` for none).
     :param try_number: its current try, when the source knows it.
     :param handed_off: for ``success``: True when the task ended with its job still running on purpose
-        (it pushed a non-final ``job_status`` for this job: ``wait_for_completion=False``), False when it
-        did not, None when unknown.
+        (its ``return_value`` names this job with a non-final ``job_status``: ``wait_for_completion=False``),
+        False when it did not, None when unknown.
     """
 
     state: str

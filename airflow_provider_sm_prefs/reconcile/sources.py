@@ -6,7 +6,7 @@ gone) and the run ids of a task, to resolve a shortened ``sm-prefs:run-id`` tag.
 * :class:`TaskSdkTaskStates`, inside a running task (the maintenance DAG's operator): the supervisor's
   channel, as Airflow 3's ``ExternalTaskSensor`` reads other tasks' states
   (``RuntimeTaskInstance.get_task_states`` and ``get_dr_count``, both in the Task SDK since Airflow
-  3.0) and ``xcom_pull`` with ``dag_id``/``run_id`` for a succeeded task's ``job_status``;
+  3.0) and ``xcom_pull`` with ``dag_id``/``run_id`` for a succeeded task's ``return_value``;
 * :class:`RestApiTaskStates`, for the command line: Airflow's public REST API v2 with a bearer token.
 
 A state that cannot be read raises :class:`StateUnavailable`: the reconciler then keeps the job.
@@ -14,10 +14,10 @@ A state that cannot be read raises :class:`StateUnavailable`: the reconciler the
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.reconcile import Gone, JobOwner, OwnerState
 
 __all__ = ["RestApiTaskStates", "StateUnavailable", "TaskSdkTaskStates", "TaskStateSource"]
@@ -46,25 +46,31 @@ class TaskStateSource(Protocol):
         """
 
 
-def handed_off(job_name: str, pushed_status: Any, pushed_name: Any) -> bool:
+def handed_off(job_name: str, returned: Any) -> bool:
     """Whether a succeeded task ended with ``job_name`` still running on purpose.
 
-    The operators push ``job_status`` when a try ends (``InProgress`` with ``wait_for_completion=False``);
-    a task marked success while it waited never pushed it.
+    ``returned`` is the task's ``return_value``: the operators return their outcome when the try ends,
+    with ``job_status`` ``InProgress`` for ``wait_for_completion=False``. A task marked success while it
+    waited returned nothing (the per-key ``job_status`` XCom is no proof: it is pushed at selection too,
+    before a wait for completion).
     """
-    status = _plain(pushed_status)
-    name = _plain(pushed_name)
-    if not status or status in _FINAL_JOB_STATUSES:
+    outcome = _decoded(returned)
+    if not isinstance(outcome, dict):
         return False
-    return name in (None, "", job_name)
+    status = outcome.get("job_status")
+    return bool(status) and status not in _FINAL_JOB_STATUSES and outcome.get("job_name") == job_name
 
 
-def _plain(value: Any) -> str | None:
-    """An XCom value as a plain string (the REST API may return a JSON-encoded string)."""
-    if value is None:
-        return None
-    text = str(value)
-    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
+def _decoded(value: Any) -> Any:
+    """An XCom value as stored: the REST API may answer its JSON serialization as a string."""
+    for _ in range(2):
+        if not isinstance(value, str):
+            return value
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 class TaskSdkTaskStates:
@@ -120,19 +126,16 @@ class TaskSdkTaskStates:
 
     def _handed_off(self, owner: JobOwner, run_id: str, job_name: str) -> bool | None:
         try:
-            pulled = {
-                key: self.ti.xcom_pull(
-                    task_ids=owner.task_id,
-                    dag_id=owner.dag_id,
-                    run_id=run_id,
-                    key=key,
-                    map_indexes=owner.map_index,
-                )
-                for key in (XComKey.JOB_STATUS.value, XComKey.JOB_NAME.value)
-            }
+            returned = self.ti.xcom_pull(
+                task_ids=owner.task_id,
+                dag_id=owner.dag_id,
+                run_id=run_id,
+                key="return_value",
+                map_indexes=owner.map_index,
+            )
         except Exception:  # unknown: the decision keeps the job
             return None
-        return handed_off(job_name, pulled[XComKey.JOB_STATUS.value], pulled[XComKey.JOB_NAME.value])
+        return handed_off(job_name, returned)
 
     def run_ids(self, dag_id: str, task_id: str) -> list[str]:
         runtime = self._runtime()
@@ -193,11 +196,8 @@ class RestApiTaskStates:
         try_number = found.get("try_number")
         handed = None
         if state == "success":
-            status = self._get(f"{base}/xcomEntries/{XComKey.JOB_STATUS.value}", map_index=owner.map_index)
-            name = self._get(f"{base}/xcomEntries/{XComKey.JOB_NAME.value}", map_index=owner.map_index)
-            handed = handed_off(
-                job_name, (status or {}).get("value"), (name or {}).get("value") if name else None
-            )
+            returned = self._get(f"{base}/xcomEntries/return_value", map_index=owner.map_index)
+            handed = handed_off(job_name, (returned or {}).get("value"))
         return OwnerState(
             state=str(state),
             try_number=try_number if isinstance(try_number, int) else None,
