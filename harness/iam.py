@@ -108,6 +108,8 @@ def _sagemaker_requests(call: Call, region: str, account: str) -> set[Request]:
                 if value.startswith("arn:")
                 else f"arn:aws:sagemaker:{region}:{account}:{kind}/{value.lower()}"
             )
+    if "ResourceArn" in call.params:  # AddTags, ListTags, DeleteTags: the resource they name
+        resource = str(call.params["ResourceArn"])
     requests.add(Request(f"sagemaker:{call.operation}", resource))
     if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
         requests.add(Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),)))

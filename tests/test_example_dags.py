@@ -11,6 +11,7 @@ from pathlib import Path
 DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
 EXPECTED = {
     "sm_prefs_hyperpod_nightly",
+    "sm_prefs_job_reconciler",
     "sm_prefs_nightly_retrain",
     "sm_prefs_processing_cpu",
     "sm_prefs_watch_external_job",

@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
+from airflow_provider_sm_prefs.domain.reconcile import Gone
 from airflow_provider_sm_prefs.hooks.preflight import clear_cache
+from airflow_provider_sm_prefs.reconcile import Reconciler
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, WaitFor
 from harness import iam
@@ -206,6 +209,27 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["on-kill"] = sm.job("killed")["status"]
             _count(stats, sm.stats())
 
+            # The reconciler: lists the running jobs, reads their tags (ListTags), Describes and stops
+            # the ones whose owner is gone (here every owner is: a source that finds no task instance).
+            sm.load_scenario({"time_scale": 0})
+            owner = AirflowIdentity("gone_dag", "train", "manual__1", -1, 1, "iam-tests").tags()
+            request, prefs = build_request(
+                "training",
+                training_config("orphan", Tags=owner),
+                [G5],
+                3600,
+            )
+            hook.create_job(JobKind.TRAINING, request, prefs)
+            request, prefs = build_request(
+                "processing", {**processing_config("orphan-prep"), "Tags": owner}, ["ml.c5.xlarge"], None
+            )
+            hook.create_job(JobKind.PROCESSING, request, prefs)
+            report = Reconciler(
+                hook, _NoOwners(), "iam-tests", dry_run=False, max_calls_per_second=None
+            ).run()
+            states["reconciler"] = f"{report.as_dict()['stopped']} stopped"
+            _count(stats, sm.stats())
+
             # HyperPod: a flexible group created with its cluster (tags on create, the node role passed),
             # waited for and its nodes listed; then scaled up.
             hyperpod = _load(ROOT / "tests" / "dags" / "sm_prefs_hyperpod_dags.py", "iam_policy_hyperpod")
@@ -277,6 +301,16 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
     }
 
 
+class _NoOwners:
+    """A task-state source in which no task instance exists (what matters here is the AWS calls)."""
+
+    def task_state(self, owner: Any, run_id: str, job_name: str) -> Gone:
+        return Gone("no task instance")
+
+    def run_ids(self, dag_id: str, task_id: str) -> list[str]:
+        return []
+
+
 def _count(total: dict[str, Any], stats: dict[str, Any]) -> None:
     for op, n in stats["operations"].items():
         total["operations"][op] = total["operations"].get(op, 0) + n
@@ -296,6 +330,7 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "event-mode": "success",
         "hyperpod": "success",
         "hyperpod-scale": "success",
+        "reconciler": "2 stopped",
     }
 
 

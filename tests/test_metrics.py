@@ -83,3 +83,46 @@ def test_selections_fallbacks_waits_and_failures_reach_statsd_with_their_tags(
     assert "instance_type=ml.g5.48xlarge" in timer and "rank=2" in timer and "dag_id=nightly" in timer
     assert by_name["airflow.sm_prefs.capacity.fallback"].endswith(":1|c")
     assert "task_id=train" in by_name["airflow.sm_prefs.capacity.timeout"]
+
+
+#: The reconciler's counters, after the same start-up of Airflow's metrics layer as above.
+EMIT_RECONCILER = (
+    EMIT.split("ti = TaskInstanceRef", 1)[0]
+    + """
+from airflow_provider_sm_prefs.operators.reconciler import emit_metrics
+emit_metrics({"deployment_id": "prod-eu", "dry_run": False, "seen": 7, "stopped": 2, "would_stop": 0,
+              "kept": 3, "unattributed": 2, "errors": 0, "jobs": []})
+"""
+)
+
+
+def test_a_reconciler_pass_sends_its_counts_tagged_with_its_deployment(statsd_socket: socket.socket) -> None:
+    env = {
+        **os.environ,
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd_socket.getsockname()[1]),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", EMIT_RECONCILER], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = []
+    with pytest.raises(TimeoutError):
+        while True:
+            lines.extend(statsd_socket.recv(65535).decode().splitlines())
+    ours = {
+        line.split(",")[0]: line.rsplit(":", 1)[1]
+        for line in lines
+        if line.startswith("airflow.sm_prefs.reconciler.") and "deployment=prod-eu" in line
+    }
+    assert ours == {
+        "airflow.sm_prefs.reconciler.seen": "7|c",
+        "airflow.sm_prefs.reconciler.stopped": "2|c",
+        "airflow.sm_prefs.reconciler.would_stop": "0|c",
+        "airflow.sm_prefs.reconciler.kept": "3|c",
+        "airflow.sm_prefs.reconciler.unattributed": "2|c",
+        "airflow.sm_prefs.reconciler.errors": "0|c",
+    }, lines

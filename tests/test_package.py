@@ -212,8 +212,13 @@ def test_the_distributions_pass_twine_check_and_carry_the_changelog(dist: Path) 
             next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         ).decode()
     assert "[airflow.plugins]" in entry_points and "SageMakerCapacityPlugin" in entry_points
-    # The offline SageMaker is a distribution of its own: its plugin and command come with it.
-    assert "[pytest11]" not in entry_points and "[console_scripts]" not in entry_points, entry_points
+    # The offline SageMaker is a distribution of its own: its plugin and command come with it. The one
+    # command of the provider is the reconciler's.
+    assert "[pytest11]" not in entry_points, entry_points
+    scripts = entry_points.split("[console_scripts]", 1)[1].split("\n[", 1)[0].split()
+    assert scripts == ["sm-prefs-reconcile", "=", "airflow_provider_sm_prefs.reconcile.__main__:main"], (
+        scripts
+    )
     # Only what an installed user can run: no development harness, tests or example DAGs.
     assert all(n.startswith((f"{NAME}/", f"{NAME}-")) for n in names), names
     assert not [n for n in names if n.endswith(("deployment.py", "postgres.py", "demo.py"))], names

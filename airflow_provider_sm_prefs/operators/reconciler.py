@@ -1,0 +1,98 @@
+"""Operator: one reconciler pass from inside Airflow (the maintenance DAG runs it hourly).
+
+Task states come through the Task SDK of the running task
+(:class:`~airflow_provider_sm_prefs.reconcile.sources.TaskSdkTaskStates`): no database access and no API
+token. Dry run by default: it decides and reports; ``dry_run=False`` stops the jobs whose owning task is
+gone. The report is the return value (XCom ``return_value``) and is logged as a table; the counts go out
+as metrics through Airflow's own metrics layer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+
+__all__ = ["METRICS_PREFIX", "SageMakerJobReconcilerOperator", "emit_metrics"]
+
+log = logging.getLogger(__name__)
+
+METRICS_PREFIX = "sm_prefs.reconciler"
+#: The report's counts sent as ``sm_prefs.reconciler.<count>`` counters.
+_COUNTERS = ("seen", "stopped", "would_stop", "kept", "unattributed", "errors")
+
+
+def emit_metrics(summary: dict[str, Any]) -> None:
+    """``sm_prefs.reconciler.<count>`` counters of one pass; a failing metrics backend fails nothing."""
+    try:
+        from airflow_provider_sm_prefs.compat import Stats
+
+        tags = {"deployment": str(summary.get("deployment_id", "")), "dry_run": str(summary.get("dry_run"))}
+        for name in _COUNTERS:
+            Stats.incr(f"{METRICS_PREFIX}.{name}", int(summary.get(name) or 0), tags=tags)
+    except Exception:
+        log.warning("Could not send reconciler metrics", exc_info=True)
+
+
+def _as_bool(value: Any) -> bool:
+    """A templated flag: anything but an explicit false is True (a dry run is the safe reading)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no")
+    return bool(value)
+
+
+class SageMakerJobReconcilerOperator(BaseOperator):
+    """Stop the provider's running jobs whose owning task instance is gone (dry run by default).
+
+    :param aws_conn_id: the amazon provider's ``aws`` connection.
+    :param region_name: AWS region (default: the connection's).
+    :param dry_run: decide and report only (default True); False stops the jobs decided STOP. Templated:
+        a rendered string counts as False only when it reads ``false``, ``0`` or ``no``.
+    :param deployment_id: judge the jobs of this deployment (default: ``[sm_prefs] deployment_id`` or the
+        derived one, as the operators tag them).
+    :param max_calls_per_second: the limit of SageMaker calls of a pass.
+    :param kinds: ``training``, ``processing`` or both (default).
+    """
+
+    template_fields: Sequence[str] = ("deployment_id", "region_name", "dry_run_mode")
+
+    def __init__(
+        self,
+        *,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        dry_run: bool | str = True,
+        deployment_id: str | None = None,
+        max_calls_per_second: float | None = 5.0,
+        kinds: Sequence[str] = (JobKind.TRAINING.value, JobKind.PROCESSING.value),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        # BaseOperator.dry_run is a method: the argument lives under another attribute name.
+        self.dry_run_mode = dry_run
+        self.deployment_id = deployment_id
+        self.max_calls_per_second = max_calls_per_second
+        self.kinds = [JobKind(k).value for k in kinds]  # a misspelt kind fails the DAG's import
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+        from airflow_provider_sm_prefs.operators.identity import deployment_id
+        from airflow_provider_sm_prefs.reconcile import Reconciler, TaskSdkTaskStates
+
+        reconciler = Reconciler(
+            SageMakerPreferenceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
+            TaskSdkTaskStates(context["ti"]),
+            self.deployment_id or deployment_id(),
+            dry_run=_as_bool(self.dry_run_mode),
+            kinds=self.kinds,
+            max_calls_per_second=self.max_calls_per_second,
+        )
+        summary = reconciler.run().as_dict()
+        emit_metrics(summary)
+        return summary

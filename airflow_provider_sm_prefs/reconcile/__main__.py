@@ -1,0 +1,92 @@
+"""``python -m airflow_provider_sm_prefs.reconcile`` (``sm-prefs-reconcile``): one reconciler pass from a shell.
+
+Task states come from Airflow's REST API v2 (``--api-url``, ``--api-token``; environment
+``SM_PREFS_AIRFLOW_API_URL`` and ``SM_PREFS_AIRFLOW_API_TOKEN``). SageMaker is reached with boto3's own
+credentials and region (or an Airflow connection with ``--aws-conn-id``). Dry run unless ``--stop``.
+Exit status: 0 when the pass ran without errors, 1 when a stop failed, 2 when nothing could be judged
+(a wrong URL or token, a missing deployment id).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+
+__all__ = ["main"]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sm-prefs-reconcile",
+        description="Stop the provider's running SageMaker jobs whose Airflow task is gone (dry run by default).",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run", dest="dry_run", action="store_true", default=True, help="report only (default)"
+    )
+    mode.add_argument("--stop", dest="dry_run", action="store_false", help="stop the jobs decided STOP")
+    parser.add_argument(
+        "--deployment-id",
+        default=os.environ.get("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", ""),
+        help="the deployment whose jobs to judge (default: $AIRFLOW__SM_PREFS__DEPLOYMENT_ID)",
+    )
+    parser.add_argument("--api-url", default=os.environ.get("SM_PREFS_AIRFLOW_API_URL", ""))
+    parser.add_argument("--api-token", default=os.environ.get("SM_PREFS_AIRFLOW_API_TOKEN", ""))
+    parser.add_argument(
+        "--aws-conn-id", default=None, help="an Airflow aws connection (default: boto3's chain)"
+    )
+    parser.add_argument("--region", default=None)
+    parser.add_argument(
+        "--kind", dest="kinds", action="append", choices=[k.value for k in JobKind], help="repeatable"
+    )
+    parser.add_argument("--max-calls-per-second", type=float, default=5.0)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON, not as a table")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+    from airflow_provider_sm_prefs.reconcile import Reconciler, RestApiTaskStates, StateUnavailable
+
+    if not args.deployment_id:
+        print("error: --deployment-id (or AIRFLOW__SM_PREFS__DEPLOYMENT_ID) is required", file=sys.stderr)
+        return 2
+    if not args.api_url:
+        print("error: --api-url (or SM_PREFS_AIRFLOW_API_URL) is required", file=sys.stderr)
+        return 2
+    source = RestApiTaskStates(args.api_url, args.api_token or None)
+    try:
+        source.check()
+    except StateUnavailable as err:
+        print(f"error: Airflow's REST API cannot be read: {err}", file=sys.stderr)
+        return 2
+    reconciler = Reconciler(
+        SageMakerPreferenceHook(aws_conn_id=args.aws_conn_id, region_name=args.region),
+        source,
+        args.deployment_id,
+        dry_run=args.dry_run,
+        kinds=args.kinds or [k.value for k in JobKind],
+        max_calls_per_second=args.max_calls_per_second,
+    )
+    report = reconciler.run()
+    summary = report.as_dict()
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(report.table())
+        print(
+            f"\n{'dry run: ' if report.dry_run else ''}{summary['seen']} running, {summary['stopped']} stopped, "
+            f"{summary['would_stop']} would stop, {summary['kept']} kept, {summary['unattributed']} not judged, "
+            f"{summary['errors']} errors"
+        )
+    return 1 if summary["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

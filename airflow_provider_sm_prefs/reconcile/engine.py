@@ -1,0 +1,249 @@
+"""One reconciler pass: list the running jobs, read their tags, decide, and (unless dry run) stop.
+
+Every SageMaker call of a pass goes through one :class:`RateLimiter` (``max_calls_per_second``), so that
+a pass over a big account stays far below SageMaker's request rates. Acting on a STOP decision
+Describes the job again right before ``Stop*``: a job no longer ``InProgress`` is left alone (another
+reconciler, its task or SageMaker ended it), and a ``ValidationException`` of the Stop (it is already
+Stopping, Stopped or ended) counts as already stopped. A second pass therefore finds nothing to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_sm_prefs.domain.identity import tag_value
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.reconcile import (
+    Decision,
+    JobOwner,
+    SeenJob,
+    Verdict,
+    decide,
+    identify,
+    looks_shortened,
+    report_table,
+)
+from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
+from airflow_provider_sm_prefs.reconcile.sources import StateUnavailable, TaskStateSource
+
+__all__ = ["RateLimiter", "ReconcileReport", "Reconciler"]
+
+log = logging.getLogger(__name__)
+
+RUNNING = "InProgress"
+#: ListTags' page size (botocore's model allows 50 at least).
+_TAGS_PAGE = 100
+
+
+class RateLimiter:
+    """At most ``per_second`` calls per second across the threads that share it (None or 0: no limit)."""
+
+    def __init__(self, per_second: float | None) -> None:
+        self.interval = 1.0 / per_second if per_second and per_second > 0 else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        """Block until the next call may go."""
+        if not self.interval:
+            return
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            time.sleep(slot - now)
+
+
+@dataclass
+class ReconcileReport:
+    """What a pass saw, decided and did: one row per running job, and the counts."""
+
+    dry_run: bool
+    deployment_id: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def count(self, **match: Any) -> int:
+        return sum(all(row.get(k) == v for k, v in match.items()) for row in self.rows)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-able report (the operator's return value)."""
+        return {
+            "dry_run": self.dry_run,
+            "deployment_id": self.deployment_id,
+            "seen": len(self.rows),
+            "stopped": self.count(action="stopped"),
+            "would_stop": self.count(action="would stop"),
+            "kept": self.count(decision=Decision.KEEP.value),
+            "unattributed": self.count(decision=Decision.REPORT_ONLY.value),
+            "errors": sum(str(row.get("action", "")).startswith("error") for row in self.rows),
+            "jobs": [dict(row) for row in self.rows],
+        }
+
+    def table(self) -> str:
+        return report_table(self.rows)
+
+
+class Reconciler:
+    """Finds the running jobs of this deployment whose owning task is gone, and stops them.
+
+    :param hook: a :class:`~airflow_provider_sm_prefs.hooks.sagemaker.SageMakerPreferenceHook`.
+    :param source: where task states are read (:mod:`.sources`).
+    :param deployment_id: only jobs tagged with this deployment are judged.
+    :param dry_run: decide and report, stop nothing (the default).
+    :param kinds: the job kinds to look at.
+    :param max_calls_per_second: the limit of SageMaker calls of the pass (None: none).
+    """
+
+    def __init__(
+        self,
+        hook: Any,
+        source: TaskStateSource,
+        deployment_id: str,
+        *,
+        dry_run: bool = True,
+        kinds: Iterable[JobKind | str] = (JobKind.TRAINING, JobKind.PROCESSING),
+        max_calls_per_second: float | None = 5.0,
+    ) -> None:
+        self.hook = hook
+        self.source = source
+        self.deployment_id = deployment_id
+        self.dry_run = dry_run
+        self.kinds = [JobKind(k) for k in kinds]
+        self.limiter = RateLimiter(max_calls_per_second)
+        self._runs: dict[tuple[str, str], list[str]] = {}
+
+    # ----------------------------------------------------------------------------------------- finding
+    def running_jobs(self, kind: JobKind) -> Iterator[dict[str, Any]]:
+        """The ``InProgress`` jobs of ``kind`` (List* summaries), every page."""
+        spec = kind.spec
+        paginator = self.hook.conn.get_paginator(spec.list)
+        self.limiter.wait()
+        for page in paginator.paginate(StatusEquals=RUNNING):
+            yield from page.get(spec.summaries_field) or []
+            self.limiter.wait()  # before the paginator's next request
+
+    def tags_of(self, arn: str) -> dict[str, str]:
+        """Every tag of ``arn`` (ListTags, every page)."""
+        tags: dict[str, str] = {}
+        token: str | None = None
+        while True:
+            self.limiter.wait()
+            page = self.hook.conn.list_tags(
+                ResourceArn=arn, MaxResults=_TAGS_PAGE, **({"NextToken": token} if token else {})
+            )
+            tags.update({t["Key"]: t.get("Value", "") for t in page.get("Tags") or []})
+            token = page.get("NextToken")
+            if not token:
+                return tags
+
+    def seen(self, kind: JobKind, summary: dict[str, Any]) -> SeenJob:
+        spec = kind.spec
+        name = str(summary[spec.name_field])
+        try:
+            tags: dict[str, str] | None = self.tags_of(str(summary[spec.arn_field]))
+            error = ""
+        except ClientError as err:
+            tags, error = None, f"{error_code(err)}: {error_message(err)}"
+        return SeenJob(name, kind.value, str(summary.get(spec.status_field, "")), tags, error)
+
+    # ---------------------------------------------------------------------------------------- deciding
+    def verdict(self, job: SeenJob) -> tuple[Verdict, JobOwner | None, str | None]:
+        """The decision for ``job``, its owner (when tagged by this deployment) and the resolved run id."""
+        owner = identify(job, self.deployment_id)
+        if isinstance(owner, Verdict):
+            return owner, None, None
+        try:
+            run_id = self.resolve_run_id(owner)
+            if run_id is None:
+                return (
+                    Verdict(
+                        Decision.REPORT_ONLY,
+                        f"run id tag {owner.run_id!r} is shortened and matches no run of {owner.dag_id!r}",
+                    ),
+                    owner,
+                    None,
+                )
+            state = self.source.task_state(owner, run_id, job.name)
+        except StateUnavailable as err:
+            return Verdict(Decision.KEEP, f"owner's state could not be read: {err}"), owner, None
+        return decide(owner, state), owner, run_id
+
+    def resolve_run_id(self, owner: JobOwner) -> str | None:
+        """The run id ``owner.run_id`` stands for: itself, or the one run whose shortened id it is."""
+        if not looks_shortened(owner.run_id):
+            return owner.run_id
+        key = (owner.dag_id, owner.task_id)
+        if key not in self._runs:
+            self._runs[key] = self.source.run_ids(owner.dag_id, owner.task_id)
+        matches = [run for run in self._runs[key] if tag_value(run) == owner.run_id]
+        if len(matches) == 1:
+            return matches[0]
+        return owner.run_id if owner.run_id in self._runs[key] else None
+
+    # ----------------------------------------------------------------------------------------- acting
+    def stop(self, kind: JobKind, name: str) -> str:
+        """Stop ``name`` if it is still running; what happened, for the report."""
+        self.limiter.wait()
+        described = self.hook.describe_job(kind, name)
+        if described is None:
+            return "gone"
+        status = str(described.get(kind.spec.status_field, ""))
+        if status != RUNNING:
+            return f"already {status}"
+        self.limiter.wait()
+        if self.hook.stop_job(kind, name):
+            return "stopped"
+        return "already stopped"
+
+    def run(self) -> ReconcileReport:
+        """One pass over every running job of :attr:`kinds`."""
+        report = ReconcileReport(dry_run=self.dry_run, deployment_id=self.deployment_id)
+        for kind in self.kinds:
+            for summary in self.running_jobs(kind):
+                job = self.seen(kind, summary)
+                verdict, owner, run_id = self.verdict(job)
+                action = ""
+                if verdict.decision is Decision.STOP:
+                    action = "would stop" if self.dry_run else self._act(kind, job.name)
+                report.rows.append(_row(job, owner, run_id, verdict, action))
+        log.info(
+            "Reconciler pass (%s, deployment %s):\n%s",
+            "dry run" if self.dry_run else "stopping",
+            self.deployment_id,
+            report.table(),
+        )
+        return report
+
+    def _act(self, kind: JobKind, name: str) -> str:
+        try:
+            return self.stop(kind, name)
+        except Exception as err:  # one job's failure is reported; the pass goes on
+            log.warning("Could not stop %s job %s", kind.value, name, exc_info=True)
+            return f"error: {type(err).__name__}: {err}"
+
+
+def _row(
+    job: SeenJob, owner: JobOwner | None, run_id: str | None, verdict: Verdict, action: str
+) -> dict[str, Any]:
+    return {
+        "job": job.name,
+        "kind": job.kind,
+        "status": job.status,
+        "dag_id": owner.dag_id if owner else None,
+        "task_id": owner.task_id if owner else None,
+        "run_id": run_id or (owner.run_id if owner else None),
+        "map_index": owner.map_index if owner else None,
+        "try_number": owner.try_number if owner else None,
+        "owner": owner.describe() if owner else "",
+        "decision": verdict.decision.value,
+        "reason": verdict.reason,
+        "action": action,
+    }
