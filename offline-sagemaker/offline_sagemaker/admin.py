@@ -22,6 +22,7 @@ _FAULT_FIELDS = frozenset(
     {"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits", "response_latency_ms"}
 )
 _EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
+_CREDENTIAL_FIELDS = frozenset({"revoked_roles", "reject_unknown_tokens"})
 
 Answer = tuple[int, Any]
 
@@ -57,6 +58,10 @@ class AdminTarget(Protocol):
         loss_rate: float | None = None,
         duplicate_rate: float | None = None,
         enabled: bool | None = None,
+    ) -> dict[str, Any]: ...
+    def credential_settings(self) -> dict[str, Any]: ...
+    def set_credentials(
+        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
     ) -> dict[str, Any]: ...
 
 
@@ -99,6 +104,15 @@ def _set_events(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
     return 200, target.set_events(**body)
 
 
+def _set_credentials(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    unknown = sorted(set(body) - _CREDENTIAL_FIELDS)
+    if unknown:
+        return 400, {
+            "error": f"{unknown[0]}: unknown credential setting; allowed: {', '.join(sorted(_CREDENTIAL_FIELDS))}"
+        }
+    return 200, target.set_credentials(**body)
+
+
 #: Every admin route but ``GET jobs/<name>``; the body is the request's JSON object (``{}`` if none).
 ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "health"): lambda target, body: (200, target.health()),
@@ -114,6 +128,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "faults"): _set_faults,
     ("GET", "events"): lambda target, body: (200, target.event_settings()),
     ("POST", "events"): _set_events,
+    ("GET", "credentials"): lambda target, body: (200, target.credential_settings()),
+    ("POST", "credentials"): _set_credentials,
 }
 
 

@@ -233,6 +233,35 @@ class EmulatorControls:
         result: dict[str, Any] = self._call("GET", "events")
         return result
 
+    def set_credentials(
+        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
+    ) -> dict[str, Any]:
+        """Change the emulated STS: ``revoked_roles`` (role ARNs) replaces the roles that AssumeRole and
+        AssumeRoleWithWebIdentity refuse with ``AccessDenied`` (``[]`` clears it; credentials already issued
+        stay valid until they expire); ``reject_unknown_tokens`` refuses every session token the emulator
+        did not issue (``InvalidClientTokenId``/``UnrecognizedClientException``). None keeps a setting.
+        Returns the settings in force. A reset clears both and forgets the issued sessions.
+        """
+        body: dict[str, Any] = {}
+        if revoked_roles is not None:
+            # A bare string is passed as is, for the service to refuse it.
+            body["revoked_roles"] = revoked_roles if isinstance(revoked_roles, str) else list(revoked_roles)
+        if reject_unknown_tokens is not None:
+            body["reject_unknown_tokens"] = reject_unknown_tokens
+        result: dict[str, Any] = self._call("POST", "credentials", body)
+        return result
+
+    def revoke_role(self, role_arn: str) -> dict[str, Any]:
+        """Make AssumeRole of ``role_arn`` fail with ``AccessDenied`` from now on (credentials that cannot be
+        renewed); returns the settings in force."""
+        revoked = self.credential_settings()["revoked_roles"]
+        return self.set_credentials(revoked_roles=sorted({*revoked, role_arn}))
+
+    def credential_settings(self) -> dict[str, Any]:
+        """The emulated STS's settings: ``revoked_roles``, ``reject_unknown_tokens``, ``sessions`` issued."""
+        result: dict[str, Any] = self._call("GET", "credentials")
+        return result
+
     def stop_all_jobs(self) -> int:
         """Stop every non-terminal job; returns how many were asked to stop."""
         return int(self._call("POST", "stop-all-jobs")["stopped"])

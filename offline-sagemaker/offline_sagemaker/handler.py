@@ -124,7 +124,10 @@ class EmulatorRequestHandler(MotoRequestHandler):
 
     def _serve_emulated(self, service: EmulatorService, operation: str) -> None:
         body = self._request_body()
-        response = service.handle_sagemaker(operation, body, self.headers.get("Authorization"))
+        authorization = self.headers.get("Authorization")
+        response = service.token_refusal(
+            self.headers.get("X-Amz-Security-Token"), self.headers.get("X-Amz-Target"), authorization
+        ) or service.handle_sagemaker(operation, body, authorization)
         if response.drop:
             self.close_connection = True
             drop_connection(self.connection)

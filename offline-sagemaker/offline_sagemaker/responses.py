@@ -44,6 +44,7 @@ _JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    403: "Forbidden",
     404: "Not Found",
     500: "Internal Server Error",
     503: "Service Unavailable",

@@ -27,6 +27,7 @@ from offline_sagemaker.responses import Response, dropped, error_response, json_
 from offline_sagemaker.scenario import load_scenario
 from offline_sagemaker.scenario_types import Faults, Scenario, ScenarioSource
 from offline_sagemaker.stats import Stats
+from offline_sagemaker.sts import CredentialStore, refusal
 
 __all__ = ["EmulatorService"]
 
@@ -61,6 +62,9 @@ class EmulatorService:
         self.api = SageMakerApi(self.engine)
         self._injector = FaultInjector(loaded)
         self._stats = Stats()
+        self._wall_clock = wall_clock
+        #: STS session credentials issued, revoked roles (see :mod:`.sts`).
+        self.credentials = CredentialStore()
         self.events = EventPublisher(loaded, self._describe, real_clock=real_clock)
         if publish_events:
             self.engine.observer = self.events.record
@@ -134,6 +138,41 @@ class EmulatorService:
             with self.lock:
                 stats.answer_released(operation)
 
+    # ---------------------------------------------------------------------------------------- STS
+
+    def token_refusal(
+        self, token: str | None, target: str | None, authorization: str | None
+    ) -> Response | None:
+        """The refusal of a request whose ``X-Amz-Security-Token`` is expired (on the emulated clock) or
+        invalid, in the protocol of the service called (see :func:`.sts.refusal`); None if it may pass."""
+        if not token:
+            return None
+        with self.lock:
+            now = self.engine.now()
+            kind = self.credentials.check(token, now)
+        return None if kind is None else refusal(kind, target, authorization, now)
+
+    def handle_sts(self, action: str, form: dict[str, str], token: str | None) -> tuple[int, str] | None:
+        """``(HTTP status, XML)`` of an STS call the emulator answers, None for moto's (see :mod:`.sts`)."""
+        with self.lock:
+            return self.credentials.answer(
+                action, form, token, self.engine.now(), self.engine.scenario.time_scale, self._wall_clock()
+            )
+
+    def set_credentials(
+        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
+    ) -> dict[str, Any]:
+        """Replace the roles AssumeRole refuses (``AccessDenied``) and whether session tokens the emulator
+        did not issue are refused; None keeps a setting. Returns the settings in force."""
+        with self.lock:
+            self.credentials.update(revoked_roles, reject_unknown_tokens)
+        return self.credential_settings()
+
+    def credential_settings(self) -> dict[str, Any]:
+        """The STS settings in force, and how many sessions were issued since the last reset."""
+        with self.lock:
+            return self.credentials.settings()
+
     # ------------------------------------------------------------------------------------- events
 
     def _describe(self, job: Job) -> dict[str, Any]:
@@ -195,6 +234,7 @@ class EmulatorService:
     def _restart(self, scenario: Scenario) -> None:
         self._injector = FaultInjector(scenario)
         self._stats = Stats()
+        self.credentials = CredentialStore()
         self.events.restart(scenario)
 
     def clock(self) -> dict[str, float]:

@@ -6,9 +6,13 @@ Requests are routed in this order:
    request handler's fast path (:mod:`.handler`) when it can, by this app otherwise);
 2. paths under ``/_emulator/view`` -> human-readable job pages (:mod:`.view`), then the rest of
    ``/_emulator/`` -> admin routes (:mod:`.admin`, never faulted);
-3. IAM ``SimulatePrincipalPolicy`` (the SageMaker Python SDK's role check, which moto lacks) ->
-   :mod:`.iam_api`;
+3. STS ``AssumeRole``, ``AssumeRoleWithWebIdentity`` and ``GetCallerIdentity`` of the emulator's session
+   credentials -> :mod:`.sts`; IAM ``SimulatePrincipalPolicy`` (the SageMaker Python SDK's role check,
+   which moto lacks) -> :mod:`.iam_api`;
 4. everything else (S3, CloudWatch Logs writes, the other SageMaker operations, ...) -> moto's dispatcher.
+
+Before any of that (admin routes and pages excepted), a request whose ``X-Amz-Security-Token`` is expired
+on the emulated clock, or invalid, is refused in its service's protocol (:mod:`.sts`).
 
 No SageMaker call ends in a bare 500: an operation neither the emulator nor moto implements is answered
 ``UnknownOperationException`` naming it, and a SageMaker call moto fails on is answered
@@ -50,6 +54,7 @@ from offline_sagemaker.responses import (
     status_line,
 )
 from offline_sagemaker.service import EmulatorService
+from offline_sagemaker.sts import sts_action
 from offline_sagemaker.view import VIEW_PREFIX, job_page, jobs_page, not_found_page
 
 __all__ = ["EmulatorApp", "missing_moto"]
@@ -92,6 +97,19 @@ def _resource_arn(body: bytes) -> Any:
     return params.get("ResourceArn") if isinstance(params, dict) else None
 
 
+def _security_token(environ: dict[str, Any]) -> str | None:
+    """The request's session token: the ``X-Amz-Security-Token`` header, or the query-string parameter
+    of a presigned URL."""
+    token = environ.get("HTTP_X_AMZ_SECURITY_TOKEN")
+    if token:
+        return str(token)
+    query = environ.get("QUERY_STRING", "")
+    if "X-Amz-Security-Token" in query:
+        found = urllib.parse.parse_qs(query).get("X-Amz-Security-Token")
+        return found[0] if found else None
+    return None
+
+
 def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
@@ -109,6 +127,13 @@ class EmulatorApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET")
+        path = environ.get("PATH_INFO", "")
+        token = None
+        if not (_under(path, VIEW_PREFIX) or _under(path, ADMIN_PREFIX)):
+            token = _security_token(environ)
+            refused = self._refuse_token(token, target, environ, start_response)
+            if refused is not None:
+                return refused
         operation = emulated_operation(target)
         if operation is not None:
             return self._sagemaker(operation, self._read_body(environ), environ, start_response)
@@ -121,11 +146,25 @@ class EmulatorApp:
             return self._error(error, environ, start_response)
         if target and target.startswith(TARGET_PREFIX):
             return self._other_sagemaker(target[len(TARGET_PREFIX) :], environ, start_response)
-        path = environ.get("PATH_INFO", "")
+        return self._rest(path, target, token, environ, start_response)
+
+    def _rest(
+        self,
+        path: str,
+        target: str | None,
+        token: str | None,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> Iterable[bytes]:
+        """Every request but a SageMaker call: pages, admin routes, STS, IAM, then moto."""
         if _under(path, VIEW_PREFIX):
             return self._view(path, environ, start_response)
         if _under(path, ADMIN_PREFIX):
             return self._admin(environ, start_response)
+        if not target and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+            answered = self._sts(token, environ, start_response)
+            if answered is not None:
+                return answered
         if "/iam/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):
             body = self._read_body(environ)
             if is_simulate_request(environ.get("REQUEST_METHOD", ""), environ.get("CONTENT_TYPE", ""), body):
@@ -133,6 +172,34 @@ class EmulatorApp:
                 return self._send(status, xml, environ, start_response, content_type="text/xml")
             environ["wsgi.input"] = io.BytesIO(body)  # moto reads the body again
         return self.fallback(environ, start_response)
+
+    def _refuse_token(
+        self,
+        token: str | None,
+        target: str | None,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> Iterable[bytes] | None:
+        """The refusal of an expired or invalid session token (see :mod:`.sts`), None if it may pass."""
+        refused = self.service.token_refusal(token, target, environ.get("HTTP_AUTHORIZATION"))
+        if refused is None:
+            return None
+        self._read_body(environ)
+        environ[DATE_SET] = True
+        start_response(status_line(refused.status), refused.headers)
+        return [refused.body]
+
+    def _sts(
+        self, token: str | None, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes] | None:
+        """The emulator's answer to an STS call it serves (:mod:`.sts`), None for the others (body kept)."""
+        body = self._read_body(environ)
+        found = sts_action(environ.get("REQUEST_METHOD", ""), environ.get("CONTENT_TYPE", ""), body)
+        answer = self.service.handle_sts(*found, token) if found is not None else None
+        if answer is not None:
+            return self._send(answer[0], answer[1], environ, start_response, content_type="text/xml")
+        environ["wsgi.input"] = io.BytesIO(body)  # whoever answers reads the body again
+        return None
 
     @staticmethod
     def _read_body(environ: dict[str, Any]) -> bytes:
