@@ -113,12 +113,12 @@
     });
   }
 
-  // The Airflow identity tags a job was created with: "deployment · N tags", every tag in the tooltip.
+  // The Airflow identity tags a job was created with: "N tags", every tag (the deployment's too) in the
+  // tooltip. The page reads one deployment's records, so the deployment id would repeat on every row.
   function identityCell(tags) {
     const keys = Object.keys(tags || {}).sort();
     if (!keys.length) return "–";
-    const deployment = tags["sm-prefs:deployment"];
-    const cell = el("span", { className: "identity-tags", textContent: (deployment ? deployment + " · " : "") + keys.length + " tags" });
+    const cell = el("span", { className: "identity-tags", textContent: keys.length + " tags" });
     cell.title = keys.map((k) => k + " = " + tags[k]).join("\n");
     cell.dataset.tags = JSON.stringify(tags);
     return cell;
