@@ -3,16 +3,121 @@
 ``AwsBaseHook.config`` is the one config every client of a hook is built from (``conn``,
 ``get_async_conn``, ``get_session``); overriding it gives the sync clients, the triggers' shared async
 clients and the guardrails' look-ups the same retry mode (:func:`~.retry.with_default_retries`).
+
+A connection that assumes a role (``role_arn``) gets refreshable credentials from the amazon provider;
+this hook changes two things about them:
+
+* a refresh that AWS refuses (the role was revoked, the web identity token is no longer accepted) raises
+  :class:`AwsCredentialsError`, which names the connection and the role, instead of a bare
+  ``AccessDenied ... AssumeRole``; throttling and 5xx stay botocore's to retry;
+* on the async clients (the triggers' shared client, one per process and settings), the STS call of a
+  refresh runs in a thread: the amazon provider hands aiobotocore its blocking refresh, which would hold
+  the triggerer's event loop, and every wait in it, for the length of each AssumeRole.
 """
 
 from __future__ import annotations
 
-from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from airflow.providers.amazon.aws.hooks import base_aws
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook, BaseSessionFactory
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.hooks.retry import with_default_retries
+from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.hooks.retry import (
+    error_code,
+    error_message,
+    is_transient,
+    with_default_retries,
+)
 
-__all__ = ["ProviderAwsHook"]
+__all__ = ["AwsCredentialsError", "ProviderAwsHook"]
+
+
+class AwsCredentialsError(SageMakerPreferencesError):
+    """AWS refused to renew a connection's temporary credentials (AssumeRole or AssumeRoleWithWebIdentity).
+
+    :param conn_id: the Airflow connection.
+    :param role_arn: the role it assumes.
+    :param code: AWS's error code (e.g. ``AccessDenied``).
+    :param reason: AWS's message.
+    """
+
+    def __init__(self, conn_id: str | None, role_arn: str | None, code: str | None, reason: str) -> None:
+        self.conn_id, self.role_arn, self.code, self.reason = conn_id, role_arn, code, reason
+        super().__init__(
+            f"AWS connection {conn_id!r} could not renew its credentials for role {role_arn}: "
+            f"{code or 'error'}: {reason}. Check that the role still exists and trusts the connection's "
+            "identity; waits on this connection cannot go on without it."
+        )
+
+
+def _naming_connection(refresh: Callable[[], Any], conn_id: str | None, role_arn: str | None) -> Any:
+    """``refresh`` whose refused (not transient) STS errors become :class:`AwsCredentialsError`."""
+
+    @functools.wraps(refresh)
+    def wrapped() -> Any:
+        try:
+            return refresh()
+        except ClientError as err:
+            if is_transient(err):
+                raise
+            raise AwsCredentialsError(conn_id, role_arn, error_code(err), error_message(err)) from err
+
+    return wrapped
+
+
+def _in_thread(refresh: Callable[[], Any]) -> Callable[[], Any]:
+    """An async refresh for aiobotocore (it awaits what ``refresh_using`` returns): the blocking STS call
+    runs in a thread. aiobotocore holds its own lock around it, so the waits sharing the client make one
+    call per refresh, not one each."""
+
+    async def refresh_in_thread() -> Any:
+        return await asyncio.to_thread(refresh)
+
+    return refresh_in_thread
+
+
+class _RefreshingSessionFactory(BaseSessionFactory):
+    """The amazon provider's session factory, with the credential refresh described in the module."""
+
+    def _create_session_with_assume_role(
+        self, session_kwargs: dict[str, Any], deferrable: bool = False
+    ) -> Any:
+        conn_id, role_arn = self.conn.conn_id, self.role_arn
+        if not isinstance(conn_id, str):
+            conn_id = None
+        if self.conn.assume_role_method == "assume_role_with_web_identity":
+            fetcher = self._get_web_identity_credential_fetcher()
+            fetch = _naming_connection(fetcher.fetch_credentials, conn_id, role_arn)
+            self._get_web_identity_credential_fetcher = lambda: fetcher  # type: ignore[method-assign]
+            fetcher.fetch_credentials = fetch
+        else:
+            self._refresh_credentials = _naming_connection(  # type: ignore[method-assign]
+                super()._refresh_credentials, conn_id, role_arn
+            )
+        session = super()._create_session_with_assume_role(session_kwargs, deferrable=deferrable)
+        if deferrable:
+            credentials = session._credentials
+            credentials._refresh_using = _in_thread(credentials._refresh_using)
+        return session
+
+
+_FACTORIES: dict[type[BaseSessionFactory], type[BaseSessionFactory]] = {}
+
+
+def _refreshing(base: type[BaseSessionFactory]) -> type[BaseSessionFactory]:
+    """The session factory ``base`` (the amazon provider's, or the deployment's own) with our refresh."""
+    if base is BaseSessionFactory:
+        return _RefreshingSessionFactory
+    factory = _FACTORIES.get(base)
+    if factory is None:
+        factory = _FACTORIES[base] = type(f"Refreshing{base.__name__}", (_RefreshingSessionFactory, base), {})
+    return factory
 
 
 class ProviderAwsHook(AwsBaseHook):
@@ -20,8 +125,16 @@ class ProviderAwsHook(AwsBaseHook):
 
     The arguments are ``AwsBaseHook``'s (``aws_conn_id``, ``region_name``, ``verify``, ``config``,
     ``client_type``). A ``retries`` entry in ``config`` or in the connection's ``config_kwargs`` is
-    kept as is.
+    kept as is. Assumed-role credentials refresh as the module says.
     """
+
+    def get_session(self, region_name: str | None = None, deferrable: bool = False) -> Any:
+        """``AwsBaseHook.get_session``, from the configured session factory (``[aws] session_factory``)
+        with the credential refresh described in the module."""
+        factory = _refreshing(base_aws.SessionFactory)
+        return factory(conn=self.conn_config, region_name=region_name, config=self.config).create_session(
+            deferrable=deferrable
+        )
 
     @property
     def config(self) -> Config:

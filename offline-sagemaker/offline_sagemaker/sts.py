@@ -95,9 +95,17 @@ class CredentialStore:
     sessions: dict[str, Session] = field(default_factory=dict)
     revoked_roles: set[str] = field(default_factory=set)
     reject_unknown_tokens: bool = False
+    #: Requests refused so far, per :class:`Refusal` kind (read-only, reported by :meth:`settings`).
+    refused: dict[str, int] = field(default_factory=lambda: {Refusal.EXPIRED: 0, Refusal.INVALID: 0})
 
     def check(self, token: str | None, now: float) -> str | None:
         """:data:`Refusal.EXPIRED` / :data:`Refusal.INVALID` for a refused token, None if it may pass."""
+        kind = self._check(token, now)
+        if kind is not None:
+            self.refused[kind] += 1
+        return kind
+
+    def _check(self, token: str | None, now: float) -> str | None:
         if not token:
             return None
         session = self.sessions.get(token)
@@ -108,11 +116,12 @@ class CredentialStore:
         return None
 
     def settings(self) -> dict[str, Any]:
-        """The controls in force, and how many sessions were issued."""
+        """The controls in force, how many sessions were issued and how many requests were refused."""
         return {
             "revoked_roles": sorted(self.revoked_roles),
             "reject_unknown_tokens": self.reject_unknown_tokens,
             "sessions": len(self.sessions),
+            "refused": dict(self.refused),
         }
 
     def update(self, revoked_roles: Iterable[str] | None, reject_unknown_tokens: bool | None) -> None:
