@@ -101,9 +101,12 @@ class _RefreshingSessionFactory(BaseSessionFactory):
                 super()._refresh_credentials, conn_id, role_arn
             )
         session = super()._create_session_with_assume_role(session_kwargs, deferrable=deferrable)
-        if deferrable:
-            credentials = session._credentials
-            credentials._refresh_using = _in_thread(credentials._refresh_using)
+        # aiobotocore's refreshable credentials keep the refresh function here; an amazon provider or
+        # aiobotocore that keeps it elsewhere gets its own (blocking) refresh rather than a broken session.
+        credentials: Any = getattr(session, "_credentials", None) if deferrable else None
+        refresh = getattr(credentials, "_refresh_using", None)
+        if callable(refresh):
+            credentials._refresh_using = _in_thread(refresh)
         return session
 
 

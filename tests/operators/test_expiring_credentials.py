@@ -24,7 +24,7 @@ import pytest
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from tests.operators.test_dag_runs import logs, training_config
 
-pytestmark = pytest.mark.usefixtures("airflow_db")
+pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.realclock]
 
 G6 = "ml.g6.48xlarge"
 ROLE = "arn:aws:iam::123456789012:role/airflow-sm-prefs-waits"
