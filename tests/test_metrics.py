@@ -50,9 +50,9 @@ def statsd_socket() -> Iterator[socket.socket]:
     sock.close()
 
 
-def test_selections_fallbacks_waits_and_failures_reach_statsd_with_their_tags(
-    statsd_socket: socket.socket,
-) -> None:
+def sent_to_statsd(code: str, statsd_socket: socket.socket) -> list[str]:
+    """Run ``code`` in a new Python with Airflow's StatsD metrics on (to ``statsd_socket``, tags in the
+    InfluxDB form) and return every line it sent."""
     env = {
         **os.environ,
         "AIRFLOW__METRICS__STATSD_ON": "True",
@@ -62,13 +62,20 @@ def test_selections_fallbacks_waits_and_failures_reach_statsd_with_their_tags(
         "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
     }
     result = subprocess.run(
-        [sys.executable, "-c", EMIT], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = []
+    lines: list[str] = []
     with pytest.raises(TimeoutError):
         while True:
             lines.extend(statsd_socket.recv(65535).decode().splitlines())
+    return lines
+
+
+def test_selections_fallbacks_waits_and_failures_reach_statsd_with_their_tags(
+    statsd_socket: socket.socket,
+) -> None:
+    lines = sent_to_statsd(EMIT, statsd_socket)
     ours = [line for line in lines if line.startswith("airflow.sm_prefs.")]  # Airflow sends its own too
     by_name = {line.split(",")[0].split(":")[0]: line for line in ours}
     assert set(by_name) == {
@@ -97,22 +104,7 @@ emit_metrics({"deployment_id": "prod-eu", "dry_run": False, "seen": 7, "stopped"
 
 
 def test_a_reconciler_pass_sends_its_counts_tagged_with_its_deployment(statsd_socket: socket.socket) -> None:
-    env = {
-        **os.environ,
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(statsd_socket.getsockname()[1]),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", EMIT_RECONCILER], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = []
-    with pytest.raises(TimeoutError):
-        while True:
-            lines.extend(statsd_socket.recv(65535).decode().splitlines())
+    lines = sent_to_statsd(EMIT_RECONCILER, statsd_socket)
     ours = {
         line.split(",")[0]: line.rsplit(":", 1)[1]
         for line in lines
