@@ -64,7 +64,8 @@ class CapacityRecorder:
         self.region = region
         self.log = log
 
-    def _region(self) -> str | None:
+    def known_region(self) -> str | None:
+        """The region records name (None when it cannot be read: a record never fails the task)."""
         try:
             region = self.region()
         except Exception:  # the record is a report; never fail the task for it
@@ -95,7 +96,7 @@ class CapacityRecorder:
     ) -> CapacityRecord:
         """Push this try's record of ``outcome`` (and send its metrics when it reports the selection)."""
         record = CapacityRecord.from_outcome(
-            TaskInstanceRef.of(context["ti"]), outcome, self._region(), identity_tags=identity_tags
+            TaskInstanceRef.of(context["ti"]), outcome, self.known_region(), identity_tags=identity_tags
         )
         context["ti"].xcom_push(key=RECORD_KEY, value=record.as_dict())
         if selection:
@@ -118,7 +119,7 @@ class CapacityRecorder:
                     self.job_kind(),
                     progress.job_name,
                     list(progress.preferences),
-                    self._region(),
+                    self.known_region(),
                     guardrails=progress.guardrails,
                     stages=progress.stages,
                     group=progress.group,

@@ -21,6 +21,12 @@ page login (:mod:`.page`)          the api-server's ``get_user`` (3.1+)        t
 an XCom whose value is None        stored (3.1+)                               not pushed: 3.0's execution
                                                                                API refuses it; a pull
                                                                                reads None all the same
+a trigger that ends its task       ``TaskFailedEvent`` goes to up_for_retry    always failed, retries or
+(``TaskSuccessEvent`` with XComs)  when a retry remains (3.3)                  not: the provider ends a
+                                                                               task failed in the
+                                                                               triggerer only when no
+                                                                               retry remains, on every
+                                                                               minor
 =================================  ==========================================  ===========================
 
 docs/compatibility.md is the user's side of this table: what each minor gives and what it loses.
@@ -53,6 +59,7 @@ __all__ = [
     "Stats",
     "TaskDeferred",
     "VariableStateStore",
+    "runs_triggers_inline",
     "variable_key",
     "xcom_push",
 ]
@@ -69,6 +76,21 @@ EXTERNAL_VIEWS = AIRFLOW_V_3_1_PLUS
 #: Whether the execution API stores an XCom whose value is None. Airflow 3.0's answers 422 ("Field
 #: required": the Task SDK sends no body), which would fail the task after its job was selected.
 NULL_XCOM = AIRFLOW_V_3_1_PLUS
+
+
+def runs_triggers_inline() -> bool:
+    """Whether this task runs in process with its triggers (``dag.test()``, ``airflow tasks test``).
+
+    There the trigger runs inline and its event resumes the task whatever the event is: an event that
+    ends the task (``TaskSuccessEvent``) would reach the task as the bare word ``success``, its XComs
+    lost. Every minor 3.0 to 3.3 runs such tasks with the Task SDK's in-process supervisor.
+    """
+    try:
+        from airflow.sdk.execution_time import task_runner
+    except ImportError:  # pragma: no cover - the Task SDK ships with every Airflow 3
+        return False
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return type(comms).__name__ == "InProcessSupervisorComms"
 
 
 def xcom_push(ti: Any, key: str, value: Any) -> None:

@@ -80,6 +80,7 @@ class PreferenceOperatorArguments(BaseOperator):
     preflight: Any
     prices: Any
     identity_tags: bool
+    finish_in_triggerer: bool
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:
@@ -114,6 +115,7 @@ class PreferenceOperatorArguments(BaseOperator):
         preflight: str = "prune",
         prices: dict[str, float] | None = None,
         identity_tags: bool = True,
+        finish_in_triggerer: bool = True,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -151,6 +153,7 @@ class PreferenceOperatorArguments(BaseOperator):
             max_log_lines=max_log_lines,
             botocore_config=botocore_config,
             identity_tags=identity_tags,
+            finish_in_triggerer=finish_in_triggerer,
             _progress=TryProgress(),
             _try=NO_TRY,
             _guardrails=None,

@@ -4,7 +4,8 @@
 ended (completed, failed or stopped after it started), the worker reads the job's CloudWatch streams
 (:class:`~airflow_provider_sm_prefs.hooks.logs.SageMakerJobLogsHook`) and writes their last lines into the
 task log, interleaved by time and prefixed by instance. A failure's exception carries the last lines.
-The triggerer never reads logs: it only waits.
+Whichever ends the task reads them: the worker's resume, or the trigger when it ends the task itself
+(:mod:`airflow_provider_sm_prefs.triggers.finish`, in a thread: the read is blocking).
 
 Reading logs never fails a task: a missing log group, missing permissions or any other error becomes a
 warning that says how to fix it. Nothing of the request (hyperparameters, environment) is logged here.
@@ -55,8 +56,8 @@ class JobLogPrinter:
     :param logs_hook: makes the CloudWatch Logs hook, the first time logs are read.
     :param print_log: once the job has ended (completed, failed or stopped after it started), write its
         CloudWatch log lines into the task log, interleaved by time and prefixed by instance
-        (``[algo-2]``); a failure's exception carries the last lines. Read by the worker, never by the
-        triggerer; a log read error only warns.
+        (``[algo-2]``); a failure's exception carries the last lines. Read by whichever ends the task
+        (worker or triggerer); a log read error only warns.
     :param max_log_lines: the most lines written (the last ones); the task log says how many earlier
         lines were cut and links them.
     :param log: the task's logger.

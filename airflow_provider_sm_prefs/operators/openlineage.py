@@ -22,7 +22,7 @@ from airflow_provider_sm_prefs.recording import TryProgress
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors.base import OperatorLineage
 
-__all__ = ["operator_lineage"]
+__all__ = ["lineage_listener_expected", "operator_lineage"]
 
 
 def operator_lineage(
@@ -82,3 +82,30 @@ def _lineage_request(
         # The task fails on it with the full message; lineage still names the datasets.
         return dict(rendered), list(progress.preferences)
     return request, prefs.as_list()
+
+
+def lineage_listener_expected(task: Any) -> bool:
+    """Whether Airflow's OpenLineage listener will report ``task``'s completion (from a worker).
+
+    False without the provider, when it is disabled (no transport configured is disabled too), when the
+    operator's class is in ``[openlineage] disabled_for_operators``, or with ``selective_enable`` when
+    neither the task nor its DAG enabled lineage. Anything unexpected counts as expected: the caller then
+    keeps the path where the listener runs.
+    """
+    try:
+        from airflow.providers.openlineage import conf
+    except ImportError:
+        return False
+    try:
+        if conf.is_disabled():
+            return False
+        from airflow.providers.openlineage.utils.utils import (
+            is_operator_disabled,
+            is_selective_lineage_enabled,
+        )
+
+        if is_operator_disabled(task):
+            return False
+        return bool(is_selective_lineage_enabled(task))
+    except Exception:
+        return True

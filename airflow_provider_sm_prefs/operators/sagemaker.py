@@ -50,6 +50,7 @@ from airflow_provider_sm_prefs.links import (
     job_urls,
 )
 from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArguments
+from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
 from airflow_provider_sm_prefs.operators.guardrail_check import (
     GUARDRAIL_FIELDS,
     GuardrailCheck,
@@ -111,6 +112,12 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
     :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailCheck`).
     :param prices: ``{instance_type: USD per instance-hour}`` used instead of the Price List API.
+    :param finish_in_triggerer: when a wait ends with nothing but bookkeeping left, the trigger ends the
+        task itself (XComs, record, metrics, the job's log lines, the same failure text): one task
+        process per job, and the next task runs seconds after SageMaker selects. Acceptance windows,
+        a capacity wait followed by ``wait_for_completion``, OpenLineage for the task, ``dag.test()`` and
+        a failure a retry remains for keep the resume in a worker; the task log says which path a wait
+        takes (see :mod:`airflow_provider_sm_prefs.operators.finishing`). False: always resume.
     :param identity_tags: tag the job with the DAG, task, run, map index, try and deployment that
         submitted it (keys under ``sm-prefs:``; see :mod:`airflow_provider_sm_prefs.domain.identity`), next
         to the config's own ``Tags``. Airflow config ``[sm_prefs] identity_tags = False`` turns them off
@@ -414,10 +421,25 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         else:
             looked, describe = waits.look(wait, windows)
             if looked is None:
-                trigger = waits.trigger(wait, windows, describe, deferring=True)
+                finishing = self._finishing(run, wait_for)
+                finishing.say(self.log)
+                trigger = waits.trigger(wait, windows, describe, deferring=True, finish=finishing.plan)
                 self.defer(trigger=trigger, method_name=method_name, kwargs=resume_kwargs)
             event = looked
         return resume(run.context, event, **resume_kwargs)
+
+    def _finishing(self, run: TaskTry, wait_for: WaitFor) -> FinishDecision:
+        """Whether the trigger ends this task when the wait is over, or a worker resumes it."""
+        assert self._windows is not None
+        return decide_finish(
+            self,
+            run.ti,
+            wait_for,
+            windows=self._windows.state is not None,
+            region=self.recorder.known_region(),
+            guardrails=self._guardrails,
+            identity_tags=self._progress.identity_tags,
+        )
 
     # -- after the wait --------------------------------------------------------------------------------
     def execute_complete(

@@ -109,8 +109,12 @@ class CapacityWait:
         windows: AcceptanceWindows,
         describe: Mapping[str, Any] | None = None,
         deferring: bool = False,
+        finish: dict[str, Any] | None = None,
     ) -> SageMakerCapacityTrigger:
-        """The trigger of a wait; with acceptance windows, the capacity wait's timers are the stage's."""
+        """The trigger of a wait; with acceptance windows, the capacity wait's timers are the stage's.
+
+        :param finish: the plan to end the task in the triggerer (``FinishPlan.as_dict()``), if any.
+        """
         capacity = wait.wait_for is WaitFor.CAPACITY
         window_closes_after, deadline = None, wait.deadline
         if windows.state is not None and capacity:
@@ -134,6 +138,7 @@ class CapacityWait:
             botocore_config=settings.botocore_config,
             deferred_at=deferred_now() if deferring else None,
             min_defer_seconds=min_defer_seconds(settings.min_defer_seconds) if deferring else None,
+            finish=finish,
         )
 
 

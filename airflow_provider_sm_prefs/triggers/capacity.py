@@ -31,11 +31,13 @@ from airflow_provider_sm_prefs.domain.status import (
     is_done,
     waiting_seconds,
 )
+from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
+from airflow_provider_sm_prefs.triggers.finish import FinishPlan, end_task
 from airflow_provider_sm_prefs.triggers.kill import stop_unless_moved
 from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
 
@@ -101,6 +103,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
         With it, a shared-poll wait starts from the shared List loop instead of Describing the job
         again; without it the trigger Describes the job first.
+    :param finish: a :class:`~airflow_provider_sm_prefs.triggers.finish.FinishPlan` (``as_dict()``): end
+        the task here when the wait is over (push its XComs and record, send the metrics, write the job's
+        log lines) instead of resuming it in a worker; None (rows of earlier releases too): resume it.
     :param escalate_after_seconds: the earlier name of ``window_closes_after_seconds``, still read
         from rows serialized by earlier releases (see :data:`RENAMED_KWARGS`); passing both is an error.
     """
@@ -125,6 +130,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         window_closes_after_seconds: float | None = None,
         deferred_at: str | None = None,
         min_defer_seconds: float | None = None,
+        finish: dict[str, Any] | None = None,
         *,
         escalate_after_seconds: float | None = None,
     ) -> None:
@@ -156,6 +162,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         )
         self.deferred_at = deferred_at
         self.min_defer_seconds = float(min_defer_seconds) if min_defer_seconds else None
+        self.finish = dict(finish) if finish else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -179,6 +186,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "window_closes_after_seconds": self.window_closes_after_seconds,
                 "deferred_at": self.deferred_at,
                 "min_defer_seconds": self.min_defer_seconds,
+                "finish": self.finish,
             },
         )
 
@@ -204,7 +212,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         try:
             async for event in self._wait():
                 await hold_after_deferral(self.log, self.job_name, self.deferred_at, self.min_defer_seconds)
-                yield event
+                yield await self._ending(event)
                 return
         except asyncio.CancelledError:
             if not TRIGGER_ON_KILL:
@@ -428,6 +436,18 @@ class SageMakerCapacityTrigger(BaseTrigger):
         else:
             self.log.info("Capacity acquired: %s", event.outcome_or_raise().summary())
         return event
+
+    async def _ending(self, event: TriggerEvent) -> TriggerEvent:
+        """The event that ends the task here when the plan allows it; else ``event`` (a worker resumes)."""
+        if not self.finish:
+            return event
+        received = CapacityEvent.from_payload(event.payload, self.job_name)
+        plan = FinishPlan.from_dict(self.finish)
+        ending = await end_task(plan, received, self.kind, self.preferences, self._logs_hook, self.log)
+        return event if ending is None else ending
+
+    def _logs_hook(self) -> SageMakerJobLogsHook:
+        return SageMakerJobLogsHook(**self.settings.hook_kwargs())
 
     @staticmethod
     def _yield(event: CapacityEvent) -> TriggerEvent:

@@ -30,6 +30,17 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         "window_closes_after_seconds": 3600.0,
         "deferred_at": "2026-11-29T19:30:05.250000+00:00",
         "min_defer_seconds": 15.0,
+        "finish": {
+            "ti": {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1},
+            "region": "eu-west-1",
+            "return_value": True,
+            "selection": False,
+            "failures": True,
+            "print_log": True,
+            "max_log_lines": 50,
+            "guardrails": None,
+            "identity_tags": {"sm-prefs:dag-id": "d"},
+        },
     }
     # The earlier names are read, never written: serialize() returns each argument under its name.
     params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self", *RENAMED_KWARGS}

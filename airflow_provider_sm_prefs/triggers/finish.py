@@ -1,0 +1,164 @@
+"""Ending the task in the triggerer: the work of ``execute_complete``, done where the wait ended.
+
+When a wait is over, the task's resume in a worker used to record the outcome and return: a whole task
+process (Airflow, botocore and the provider imported) for a few milliseconds of bookkeeping. With a
+:class:`FinishPlan` in its kwargs, :class:`~airflow_provider_sm_prefs.triggers.capacity.SageMakerCapacityTrigger`
+does that bookkeeping itself and ends the task with Airflow's ``TaskSuccessEvent`` / ``TaskFailedEvent``,
+which carry the XComs:
+
+* the same collaborators as the worker's resume build what it pushes: :class:`~.job_logs.JobLogPrinter`
+  writes the ended job's log lines into the task log (the trigger's log is the task's),
+  :func:`~.guardrail_check.with_guardrails` prices the selection, and
+  :class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` pushes the outcome's XCom keys and the
+  capacity record and sends the metrics, into a stand-in task instance that keeps them for the event;
+* a failure is ended here only when the plan says so (no retry remains: Airflow before 3.3 would not
+  retry a task a trigger failed); otherwise, and for an acceptance window that closed, the plain event
+  resumes the task in a worker as before.
+
+The operator decides whether a wait gets a plan (:mod:`airflow_provider_sm_prefs.operators.finishing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
+
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.record import TaskInstanceRef
+from airflow_provider_sm_prefs.domain.status import WaitFor
+
+__all__ = ["FinishPlan", "end_task"]
+
+#: The XCom key of a task's return value (``BaseOperator.do_xcom_push``).
+RETURN_VALUE = "return_value"
+
+
+@dataclass(frozen=True)
+class FinishPlan:
+    """What a trigger needs to end its task itself, as the deferring try decided (JSON-safe).
+
+    :param ti: the deferring try (``TaskInstanceRef`` fields): the record's task instance.
+    :param region: the region the record names (the deferring task's hook's).
+    :param return_value: push the outcome as ``return_value`` (the operator's ``do_xcom_push``).
+    :param selection: this end reports the selection (sends the capacity metrics); False at a job's end
+        whose selection an earlier step reported.
+    :param failures: end a failed wait here too (no retry remains); else it resumes in a worker.
+    :param print_log: write the ended job's log lines into the task log (the operator's ``print_log``).
+    :param max_log_lines: the most job lines written (the operator's ``max_log_lines``).
+    :param guardrails: the guardrail report the job was submitted with (``GuardrailReport.as_dict()``).
+    :param identity_tags: the tags the job was created with (the record's ``identity_tags``).
+    """
+
+    ti: dict[str, Any]
+    region: str | None = None
+    return_value: bool = True
+    selection: bool = True
+    failures: bool = False
+    print_log: bool = True
+    max_log_lines: int = 2000
+    guardrails: dict[str, Any] | None = None
+    identity_tags: dict[str, str] | None = field(default=None)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FinishPlan:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _TaskInstanceOfTheEvent:
+    """The task instance as the recorder sees it: who it is, and every XCom pushed kept for the event."""
+
+    def __init__(self, ref: Mapping[str, Any]) -> None:
+        self.dag_id = ref["dag_id"]
+        self.task_id = ref["task_id"]
+        self.run_id = ref["run_id"]
+        self.map_index = ref.get("map_index", -1)
+        self.try_number = ref.get("try_number", 1)
+        self.xcoms: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+def ends_here(plan: FinishPlan, received: CapacityEvent) -> bool:
+    """Whether this event ends the task in the triggerer (else the plain event resumes it in a worker)."""
+    if received.status is EventStatus.SUCCESS:
+        return True
+    return received.status is EventStatus.ERROR and plan.failures
+
+
+async def end_task(
+    plan: FinishPlan,
+    received: CapacityEvent,
+    kind: JobKind,
+    preferences: list[dict[str, Any]],
+    logs_hook: Any,
+    log: Any,
+) -> TriggerEvent | None:
+    """The event that ends the task with ``received``'s outcome; None when a worker must resume it.
+
+    The work runs in a thread: reading the job's CloudWatch logs and the connection is blocking.
+
+    :param preferences: the list the job was submitted with (the record's, as the worker's resume has it).
+    :param logs_hook: makes the CloudWatch Logs hook (called only when logs are read).
+    :param log: the trigger's logger, which writes into the task log.
+    """
+    if not ends_here(plan, received):
+        return None
+    return await asyncio.to_thread(_end_task, plan, received, kind, preferences, logs_hook, log)
+
+
+def _end_task(
+    plan: FinishPlan,
+    received: CapacityEvent,
+    kind: JobKind,
+    preferences: list[dict[str, Any]],
+    logs_hook: Any,
+    log: Any,
+) -> TriggerEvent:
+    # Imported here: the operators' collaborators are not needed by a trigger that only waits.
+    from airflow_provider_sm_prefs.operators.guardrail_check import with_guardrails
+    from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
+    from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+
+    ti = _TaskInstanceOfTheEvent(plan.ti)
+    context: Any = {"ti": ti}
+    progress = TryProgress(
+        job_name=received.job_name,
+        preferences=list(preferences),
+        identity_tags=plan.identity_tags,
+    )
+    recorder = CapacityRecorder(lambda: kind.value, lambda: plan.region, log)
+    printer = JobLogPrinter(kind, logs_hook, plan.print_log, plan.max_log_lines, log)
+    try:
+        with recorder.failures(context, progress):
+            outcome = printer.outcome_with_logs(received)
+            outcome = with_guardrails(outcome, plan.guardrails, log if plan.selection else None)
+            ended = received.wait_for == WaitFor.COMPLETION.value
+            log.info("%s: %s", "Job finished" if ended else "Capacity acquired", outcome.summary())
+            result = recorder.push(context, outcome, progress, selection=plan.selection)
+    except Exception as err:
+        # What the worker's log says when execute_complete raises it; no traceback: it is the job's.
+        log.error("Task failed with exception: %s: %s", type(err).__name__, err)
+        log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
+        return TaskFailedEvent(xcoms=ti.xcoms)
+    if plan.return_value:
+        ti.xcoms[RETURN_VALUE] = result
+    log.info(
+        "Ending the task from the triggerer with %d XComs: no worker resumes it (finish_in_triggerer=True)",
+        len(ti.xcoms),
+    )
+    return TaskSuccessEvent(xcoms=ti.xcoms)
+
+
+def plan_for(ti: Any, **fields: Any) -> dict[str, Any]:
+    """A :class:`FinishPlan` as trigger kwargs carry it, for the try of task instance ``ti``."""
+    return FinishPlan(ti=asdict(TaskInstanceRef.of(ti)), **fields).as_dict()
