@@ -145,6 +145,27 @@ class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
             return ""
 
 
+def persist_job_links(context: Context, job_kind: str, job_name: str, hook: Any, log: Any) -> None:
+    """Store the job page and logs URLs the task's extra links show, before the task defers.
+
+    ``hook`` is the task's AWS hook (its region, partition and endpoint). Links are a convenience: an
+    error resolving them is logged at debug level, never raised.
+    """
+    try:
+        job_url, logs_url = job_urls(
+            job_kind,
+            job_name,
+            region_name=hook.conn_region_name,
+            aws_partition=hook.conn_partition,
+            endpoint_url=hook.conn_config.get_service_endpoint_url("sagemaker"),
+        )
+    except Exception:
+        log.debug("Could not resolve the job's links", exc_info=True)
+        return
+    SageMakerPreferenceJobLink.persist(context, job_url)
+    SageMakerPreferenceJobLogsLink.persist(context, logs_url)
+
+
 #: Where the api-server mounts the capacity page's app (:mod:`airflow_provider_sm_prefs.plugin`).
 CAPACITY_PAGE_PREFIX = "/sm-prefs"
 

@@ -1,9 +1,11 @@
 """What a user feels in the production topology: from SageMaker selecting an entry to the task after the
 job running. ``python -m harness.latency`` (``make latency``).
 
-One Celery deployment (two workers, two schedulers, two triggerers; :mod:`harness.deployment`) runs
-``e2e_latency_poll`` and then ``e2e_latency_events``: ``--tasks`` mapped task groups, each a training job
-(``wait_for_completion=False``) and the task after it. The offline SageMaker runs its clock at
+One Celery deployment (two workers, two schedulers, two triggerers; :mod:`harness.deployment`) runs, one
+after the other, ``e2e_latency_poll_resume``, ``e2e_latency_poll``, ``e2e_latency_events_resume`` and
+``e2e_latency_events``: ``--tasks`` mapped task groups, each a training job (``wait_for_completion=False``)
+and the task after it. The ``_resume`` DAGs end the job task in a worker (``finish_in_triggerer=False``),
+the others in the triggerer (the default), so each way of waiting is measured both ways in one run. The offline SageMaker runs its clock at
 :data:`TIME_SCALE` x; instances of the one type on the lists free one by one as earlier jobs end, so the
 selections spread over a minute or two. Poll mode waits with the deployment's poll cadence; event mode
 on the ``aws_sm_events`` connection, whose queue an EventBridge rule at the offline SageMaker feeds.
@@ -18,8 +20,15 @@ real time) and Airflow's task instances (REST API v2):
 * **triggerer -> scheduler**: ``scheduled_when`` -> ``queued_when`` (a scheduler sent it to Celery);
 * **scheduler -> worker**: ``queued_when`` -> the job task's end (a worker picked it up, resumed it, pushed
   the outcome);
+
+  (a task the triggerer ended is never scheduled or queued again: detection runs to its end, and these
+  two parts are 0);
 * **-> next task running**: the job task's end -> the next task's ``start_date``;
 * **total**: selection -> the next task's ``start_date``.
+
+Per mode also: **task processes per job** (the job task's processes, counted in its log: one per start)
+and **worker CPU per job** (user + system seconds of the Celery workers and their task processes, over
+the mode's run, divided by its tasks).
 
 Prints p50/p95/max per mode and writes ``build/performance/latency.json`` and ``latency.md``.
 """
@@ -39,7 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.config import EVENT_QUEUE
+from harness.config import EVENT_QUEUE, triggerer_names
 from harness.deployment import LocalAirflow, local_airflow
 from harness.rest import TERMINAL_RUN_STATES
 from offline_sagemaker.jobs import training_config
@@ -50,9 +59,13 @@ TIME_SCALE = 60
 G6 = "ml.g6.48xlarge"
 #: Instances free after the first minute, and how long each job holds one (emulated seconds).
 FREE, JOB_RUNTIME, OPENS = 3, 600, 120
-MODES = ("poll", "events")
+MODES = ("poll_resume", "poll", "events_resume", "events")
 PARTS = ("detection", "dwell", "triggerer_to_scheduler", "scheduler_to_worker", "to_next_task", "total")
 _DWELL = re.compile(r"Reporting \S+ in ([\d.]+) s")
+#: The job task's log line when the triggerer ended it (airflow_provider_sm_prefs.triggers.finish).
+_ENDED_BY_TRIGGERER = "Ending the task from the triggerer"
+#: A line every start of the job task's process writes (execute, and each resume in a worker).
+_PROCESS_START = re.compile(r"Filling up the DagBag from")
 
 
 def _log(message: str) -> None:
@@ -73,13 +86,32 @@ def _when(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
 
 
-def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> list[dict[str, float]]:
-    """Run ``e2e_latency_<mode>`` once; one row of :data:`PARTS` (seconds) per task."""
+def cpu_seconds(af: LocalAirflow, names: Sequence[str]) -> float:
+    """User + system CPU seconds of the named supervised processes' groups so far, with the children they
+    reaped (a Celery worker's task processes, once they exit)."""
+    import psutil
+
+    total = 0.0
+    for name in names:
+        for pid in af.supervisor.members(name):
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Run ``e2e_latency_<mode>`` once: one row of :data:`PARTS` (seconds) per task, and the CPU seconds
+    per task of the workers and of the triggerers over the run."""
+    workers, triggerers = list(af.config.worker_names), list(triggerer_names(af.config.triggerers))
+    cpu_before = (cpu_seconds(af, workers), cpu_seconds(af, triggerers))
     af.sm.load_scenario(scenario())
-    if mode == "events":
+    if mode.startswith("events"):
         af.sm.create_event_queue(EVENT_QUEUE)
     dag_id = f"e2e_latency_{mode}"
-    prefix = f"lat-{mode}-{int(time.time()) % 100000}"
+    prefix = f"lat-{mode.replace('_', '-')}-{int(time.time()) % 100000}"
     specs = [
         {
             "config": training_config(f"{prefix}-{i:03d}", max_runtime_seconds=86400),
@@ -106,11 +138,16 @@ def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> list[dict[str, floa
         if job_ti["state"] != "success" or next_ti["state"] != "success" or job["selected_at"] is None:
             raise RuntimeError(f"{dag_id}[{i}]: {job_ti['state']}/{next_ti['state']}, job {job['status']}")
         selected = wall - (emulated - float(job["selected_at"])) / TIME_SCALE
-        scheduled, queued = _when(job_ti["scheduled_when"]), _when(job_ti["queued_when"])
         ended, started = _when(job_ti["end_date"]), _when(next_ti["start_date"])
-        assert scheduled and queued and ended and started
+        assert ended and started
         log = af.task_log(dag_id, run_id, "selection.job", map_index=i)
         dwell = sum(float(m) for m in _DWELL.findall(log))
+        processes = len(_PROCESS_START.findall(log))
+        # A task the triggerer ended was never resumed: the trigger's event set its end state itself.
+        resumed = _ENDED_BY_TRIGGERER not in log
+        scheduled = _when(job_ti["scheduled_when"]) if resumed else ended
+        queued = _when(job_ti["queued_when"]) if resumed else ended
+        assert scheduled and queued
         rows.append(
             {
                 "detection": scheduled - selected - dwell,
@@ -119,11 +156,17 @@ def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> list[dict[str, floa
                 "scheduler_to_worker": ended - queued,
                 "to_next_task": started - ended,
                 "total": started - selected,
+                "task_processes": processes,
             }
         )
-    if mode == "events":
+    if mode.startswith("events"):
         af.sm.remove_event_queue(EVENT_QUEUE)
-    return rows
+    cpu = {
+        "worker_cpu_per_job": round((cpu_seconds(af, workers) - cpu_before[0]) / tasks, 2),
+        "triggerer_cpu_per_job": round((cpu_seconds(af, triggerers) - cpu_before[1]) / tasks, 2),
+        "task_processes_per_job": round(statistics.mean(r["task_processes"] for r in rows), 2),
+    }
+    return rows, cpu
 
 
 def summarize(rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -140,14 +183,22 @@ def summarize(rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]
     return out
 
 
+#: The per-job figures of each mode, after the latency parts.
+COSTS = ("task_processes_per_job", "worker_cpu_per_job", "triggerer_cpu_per_job")
+
+
 def render_markdown(data: Mapping[str, Any]) -> str:
     lines = [
-        "| mode | tasks | " + " | ".join(f"{p.replace('_', ' ')} p50 / p95 / max (s)" for p in PARTS) + " |",
-        "|---|---|" + "---|" * len(PARTS),
+        "| mode | tasks | "
+        + " | ".join(f"{p.replace('_', ' ')} p50 / p95 / max (s)" for p in PARTS)
+        + " | task processes per job | worker CPU per job (s) | triggerer CPU per job (s) |",
+        "|---|---|" + "---|" * (len(PARTS) + len(COSTS)),
     ]
     for mode, summary in data["modes"].items():
         cells = [f"{s['p50']} / {s['p95']} / {s['max']}" for s in (summary[p] for p in PARTS)]
-        lines.append(f"| {mode} | {data['tasks']} | " + " | ".join(cells) + " |")
+        measured = data.get("costs", {}).get(mode, {})  # results published before these figures have none
+        costs = [str(measured.get(c, "—")) for c in COSTS]
+        lines.append(f"| {mode} | {data['tasks']} | " + " | ".join(cells + costs) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +206,8 @@ def run(af: LocalAirflow, tasks: int) -> dict[str, Any]:
     from airflow import __version__ as airflow_version
 
     af.wait_for_dags([f"e2e_latency_{m}" for m in MODES], timeout=240)
-    rows = {mode: measure_mode(af, mode, tasks) for mode in MODES}
+    measured = {mode: measure_mode(af, mode, tasks) for mode in MODES}
+    rows = {mode: r for mode, (r, _) in measured.items()}
     return {
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "airflow_version": airflow_version,
@@ -164,6 +216,7 @@ def run(af: LocalAirflow, tasks: int) -> dict[str, Any]:
         "poll_interval": af.config.poll_interval,
         "max_poll_interval": af.config.max_poll_interval,
         "modes": {mode: summarize(r) for mode, r in rows.items()},
+        "costs": {mode: c for mode, (_, c) in measured.items()},
         "rows": rows,
     }
 

@@ -49,22 +49,25 @@ def decide_finish(
     *,
     windows: bool,
     region: str | None,
-    guardrails: dict[str, Any] | None,
-    identity_tags: dict[str, str] | None,
+    guardrails: dict[str, Any] | None = None,
+    identity_tags: dict[str, str] | None = None,
+    selection: bool | None = None,
 ) -> FinishDecision:
     """Whether ``task``'s wait for ``wait_for`` is ended by its trigger (see the module).
 
-    :param task: the operator (its ``finish_in_triggerer``, ``wait_for_completion``, ``do_xcom_push``,
-        ``print_log``, ``max_log_lines``, ``retries``).
+    :param task: the operator or sensor (its ``finish_in_triggerer``, ``wait_for_completion``,
+        ``do_xcom_push``, ``print_log``, ``max_log_lines``, ``retries``; a missing one is off).
     :param ti: the deferring try's task instance.
     :param windows: the task submits in stages (acceptance windows).
+    :param selection: the end reports the selection (sends the capacity metrics); default: a capacity
+        wait does, the wait for a job's end does not (its selection was reported before).
     """
     resume = "The task resumes in a worker when the wait is over"
     if not getattr(task, "finish_in_triggerer", True):
         return FinishDecision(None, f"{resume} (finish_in_triggerer=False)")
     if windows:
         return FinishDecision(None, f"{resume}: acceptance windows decide each stage there")
-    if wait_for is WaitFor.CAPACITY and task.wait_for_completion:
+    if wait_for is WaitFor.CAPACITY and getattr(task, "wait_for_completion", False):
         return FinishDecision(
             None, f"{resume} to record the selection, then waits for the job's end in the triggerer"
         )
@@ -77,10 +80,10 @@ def decide_finish(
         ti,
         region=region,
         return_value=bool(getattr(task, "do_xcom_push", True)),
-        selection=wait_for is WaitFor.CAPACITY,
+        selection=wait_for is WaitFor.CAPACITY if selection is None else selection,
         failures=failures,
-        print_log=bool(task.print_log),
-        max_log_lines=int(task.max_log_lines),
+        print_log=bool(getattr(task, "print_log", False)),
+        max_log_lines=int(getattr(task, "max_log_lines", 0) or 0),
         guardrails=guardrails,
         identity_tags=identity_tags,
     )

@@ -44,11 +44,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import (
     SageMakerPreferenceHook,
     derive_job_name,
 )
-from airflow_provider_sm_prefs.links import (
-    SageMakerPreferenceJobLink,
-    SageMakerPreferenceJobLogsLink,
-    job_urls,
-)
+from airflow_provider_sm_prefs.links import persist_job_links
 from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArguments
 from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
 from airflow_provider_sm_prefs.operators.guardrail_check import (
@@ -112,12 +108,8 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     :param max_cost_increase: fraction (0.25 = +25 %) above the first remaining entry.
     :param preflight: ``prune`` (default), ``fail``, ``warn`` or ``off`` (see :class:`GuardrailCheck`).
     :param prices: ``{instance_type: USD per instance-hour}`` used instead of the Price List API.
-    :param finish_in_triggerer: when a wait ends with nothing but bookkeeping left, the trigger ends the
-        task itself (XComs, record, metrics, the job's log lines, the same failure text): one task
-        process per job, and the next task runs seconds after SageMaker selects. Acceptance windows,
-        a capacity wait followed by ``wait_for_completion``, OpenLineage for the task, ``dag.test()`` and
-        a failure a retry remains for keep the resume in a worker; the task log says which path a wait
-        takes (see :mod:`airflow_provider_sm_prefs.operators.finishing`). False: always resume.
+    :param finish_in_triggerer: the trigger ends the task itself when only bookkeeping is left (one task
+        process per job; :mod:`~airflow_provider_sm_prefs.operators.finishing` says which waits and why).
     :param identity_tags: tag the job with the DAG, task, run, map index, try and deployment that
         submitted it (keys under ``sm-prefs:``; see :mod:`airflow_provider_sm_prefs.domain.identity`), next
         to the config's own ``Tags``. Airflow config ``[sm_prefs] identity_tags = False`` turns them off
@@ -376,21 +368,8 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         return name
 
     def _persist_links(self, run: TaskTry, job_name: str) -> None:
-        if not self.do_xcom_push:
-            return
-        try:
-            job_url, logs_url = job_urls(
-                self.job_kind.value,
-                job_name,
-                region_name=self.hook.conn_region_name,
-                aws_partition=self.hook.conn_partition,
-                endpoint_url=self.hook.conn_config.get_service_endpoint_url("sagemaker"),
-            )
-        except Exception:  # links are a convenience; never fail the task for them
-            self.log.debug("Could not resolve the job's links", exc_info=True)
-            return
-        SageMakerPreferenceJobLink.persist(run.context, job_url)
-        SageMakerPreferenceJobLogsLink.persist(run.context, logs_url)
+        if self.do_xcom_push:
+            persist_job_links(run.context, self.job_kind.value, job_name, self.hook, self.log)
 
     # -- the wait --------------------------------------------------------------------------------------
     def _resume_for(self, wait_for: WaitFor) -> tuple[str, Resume]:
@@ -430,12 +409,11 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
 
     def _finishing(self, run: TaskTry, wait_for: WaitFor) -> FinishDecision:
         """Whether the trigger ends this task when the wait is over, or a worker resumes it."""
-        assert self._windows is not None
         return decide_finish(
             self,
             run.ti,
             wait_for,
-            windows=self._windows.state is not None,
+            windows=self._windows is not None and self._windows.state is not None,
             region=self.recorder.known_region(),
             guardrails=self._guardrails,
             identity_tags=self._progress.identity_tags,

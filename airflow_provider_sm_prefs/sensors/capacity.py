@@ -22,6 +22,7 @@ from airflow_provider_sm_prefs.domain.preferences import to_seconds
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_done
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
+from airflow_provider_sm_prefs.operators.finishing import decide_finish
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
@@ -50,6 +51,9 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     :param min_defer_seconds: the trigger reports nothing sooner than this after the sensor deferred
         (see the operators' parameter of the same name, apache/airflow#72716); 0 turns it off.
         Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
+    :param finish_in_triggerer: the trigger ends the sensor itself when the wait is over (the outcome's
+        XCom keys and record pushed from the triggerer; no worker resumes it), as the operators do (see
+        :mod:`airflow_provider_sm_prefs.operators.finishing` for the waits that still resume).
     """
 
     template_fields: Sequence[str] = ("job_name", "job_kind", "aws_conn_id", "region_name", "verify")
@@ -72,9 +76,11 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
         job_type: str | None = None,
+        finish_in_triggerer: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.finish_in_triggerer = finish_in_triggerer
         self.job_name = job_name
         kind = _renamed_job_kind(job_kind, job_type)
         # A literal kind is checked now (DAG parse); a templated one once rendered (see ``kind``).
@@ -122,6 +128,15 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         result = self.poke(context)
         if result:
             return result.xcom_value if isinstance(result, PokeReturnValue) else None
+        finishing = decide_finish(
+            self,
+            context["ti"],
+            WaitFor(self.wait_for),
+            windows=False,
+            region=self.recorder.known_region(),
+            selection=True,  # what the sensor's own push reports, whatever it waits for
+        )
+        finishing.say(self.log)
         self.defer(
             trigger=SageMakerCapacityTrigger(
                 job_name=self.job_name,
@@ -138,6 +153,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
                 botocore_config=self.botocore_config,
                 deferred_at=deferred_now(),
                 min_defer_seconds=min_defer_seconds(self.min_defer_seconds),
+                finish=finishing.plan,
             ),
             method_name="execute_complete",
             kwargs={"deferred_by_try": getattr(context.get("ti"), "try_number", None)},

@@ -66,8 +66,14 @@ def selection(config: dict[str, Any], instance_preferences: list[dict[str, Any]]
 
 
 # The latency from SageMaker selecting an entry to the downstream task running (harness.latency): one DAG
-# per way of waiting, on its own connection (aws_sm_events carries the event queue, see harness.config).
-for _mode, _conn in (("poll", "aws_default"), ("events", "aws_sm_events")):
+# per way of waiting, on its own connection (aws_sm_events carries the event queue, see harness.config),
+# and per way of ending the task: by the triggerer (the default), or by a worker's resume ("_resume").
+for _mode, _conn, _finish in (
+    ("poll", "aws_default", True),
+    ("events", "aws_sm_events", True),
+    ("poll_resume", "aws_default", False),
+    ("events_resume", "aws_sm_events", False),
+):
     with DAG(
         f"e2e_latency_{_mode}",
         description=f"Mapped (job -> task after it) pairs, waiting in {_mode} mode",
@@ -77,6 +83,6 @@ for _mode, _conn in (("poll", "aws_default"), ("events", "aws_sm_events")):
         render_template_as_native_obj=True,
         max_active_tasks=128,
         params={"tasks": []},
-        default_args={"aws_conn_id": _conn},
+        default_args={"aws_conn_id": _conn, "finish_in_triggerer": _finish},
     ):
         selection.expand_kwargs(plan_chaos())

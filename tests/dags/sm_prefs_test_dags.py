@@ -123,6 +123,13 @@ def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
 
 t_train_capacity = _dag("t_train_capacity", SageMakerPreferenceTrainingOperator, wait_for_completion=False)
 t_train_complete = _dag("t_train_complete", SageMakerPreferenceTrainingOperator, wait_for_completion=True)
+# t_train_capacity with the worker's resume: the path every wait took before finish_in_triggerer.
+t_train_capacity_resume = _dag(
+    "t_train_capacity_resume",
+    SageMakerPreferenceTrainingOperator,
+    wait_for_completion=False,
+    finish_in_triggerer=False,
+)
 t_train_sync = _dag(
     "t_train_sync", SageMakerPreferenceTrainingOperator, wait_for_completion=True, deferrable=False
 )
@@ -151,7 +158,11 @@ t_train_quiet = _dag(
 )
 t_train_crash = _dag("t_train_crash", CrashAfterCreateTrainingOperator, retries=1, wait_for_completion=False)
 t_train_crash_done = _dag(
-    "t_train_crash_done", CrashAfterCompletionTrainingOperator, retries=1, wait_for_completion=True
+    "t_train_crash_done",
+    CrashAfterCompletionTrainingOperator,
+    retries=1,
+    wait_for_completion=True,
+    finish_in_triggerer=False,  # the crash is in the worker's resume
 )
 t_train_escalate_race = _dag(
     "t_train_escalate_race", SelectedAtWindowTrainingOperator, wait_for_completion=False

@@ -1133,3 +1133,78 @@ def test_no_credentials_in_logs_xcoms_trigger_kwargs_or_the_metadata_db(
         faults="none",
         outcome="secret/key id in no log, XCom, trigger kwargs or DB dump; name sanitised to ≤63 chars",
     )
+
+
+# -- 13. the triggerer ends the task: one task process per job -----------------------------------------------
+
+
+@pytest.mark.core
+def test_the_triggerer_ends_a_capacity_wait_with_the_xcoms_the_workers_resume_pushes(
+    airflow: LocalAirflow, ledger: Ledger
+) -> None:
+    started = time.monotonic()
+    # Nothing is free until the test moves the clock: both tasks defer, then both jobs get the second entry.
+    airflow.sm.load_scenario(
+        clock_scenario(
+            "finish-in-triggerer",
+            capacity={
+                G6: [{"from": 0, "free": 0}],
+                G5: [{"from": 0, "to": 300, "free": 0}, {"from": 300, "free": 8}],
+                P4D: [{"from": 0, "free": 0}],
+            },
+        )
+    )
+    runs: dict[str, tuple[str, str]] = {}
+    for dag_id in ("t_train_capacity", "t_train_capacity_resume"):
+        name = unique("finish")
+        conf = {"config": training_config(name, InstanceCount=1), "prefs": [G6, G5, P4D], "max_pending": 7200}
+        runs[dag_id] = (airflow.trigger_dag(dag_id, conf), name)
+    for dag_id, (run_id, _) in runs.items():
+        deferred_on(airflow, dag_id, run_id, "job", 1)
+    airflow.sm.advance(300 + 60)  # G5 frees; past Starting
+    for dag_id, (run_id, _) in runs.items():
+        assert airflow.wait_for_run(dag_id, run_id, timeout=180) == "success", airflow.ti_states(
+            dag_id, run_id
+        )
+
+    def outcome(dag_id: str) -> dict[str, Any]:
+        run_id, name = runs[dag_id]
+        values = {key.value: airflow.xcom(dag_id, run_id, "job", key.value) for key in XComKey}
+        values["return_value"] = airflow.xcom(dag_id, run_id, "job")
+        # Two jobs, created seconds apart on a real-time clock: when each was created and how long each
+        # waited differ (tests/triggers/test_finish_in_triggerer.py compares both paths on one job).
+        for when in ("created_at", "ended_at", "pending_seconds"):
+            values["return_value"].pop(when)
+        assert 0 < values.pop("pending_seconds") < 400
+        # The job's own name and ARN differ between the two runs; everything else must not.
+        text = json.dumps(values, sort_keys=True).replace(name, "<job>")
+        return dict(json.loads(text))
+
+    ended, resumed = outcome("t_train_capacity"), outcome("t_train_capacity_resume")
+    assert ended == resumed
+    assert (ended["selected_instance_type"], ended["preference_rank"]) == (G5, 2)
+    # The downstream task read the same outcome through XCom.
+    run_id, _ = runs["t_train_capacity"]
+    log = airflow.task_log("t_train_capacity", run_id, "job")
+    resumed_log = airflow.task_log("t_train_capacity_resume", runs["t_train_capacity_resume"][0], "job")
+    assert "Ending the task from the triggerer" in log
+    assert "Ending the task from the triggerer" not in resumed_log
+    # Every start of a task process parses the DAG file first: once for the ended task, twice for the other.
+    starts = "Filling up the DagBag from"
+    assert (log.count(starts), resumed_log.count(starts)) == (1, 2), (log, resumed_log)
+    assert airflow.ti_states("t_train_capacity", run_id) == {"job": "success", "consume": "success"}
+    # wait_for_completion=False hands the running jobs over on purpose; let them end before the checks.
+    airflow.sm.advance(30 + 3600 + 30 + 1)
+    wait_for(lambda: all(j["status"] == "Completed" for j in airflow.sm.jobs()), 60, "both jobs to complete")
+    finish(
+        airflow,
+        ledger,
+        {name: (dag_id, run_id, "job", -1) for dag_id, (run_id, name) in runs.items()},
+        started,
+        id="finish-in-triggerer",
+        order=13,
+        scenario="The same capacity wait ended by the triggerer and by a worker's resume",
+        load="2 DAG runs (2 tasks each)",
+        faults="none",
+        outcome="identical XComs; the triggerer-ended task ran one task process",
+    )

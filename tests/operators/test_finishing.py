@@ -12,7 +12,7 @@ from airflow_provider_sm_prefs.domain.status import WaitFor
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from airflow_provider_sm_prefs.operators.finishing import decide_finish
 from airflow_provider_sm_prefs.triggers.finish import FinishPlan
-from tests.operators.test_dag_runs import NIGHTLY, logs, training_config
+from tests.operators.test_dag_runs import NIGHTLY, training_config
 
 
 def forget_lineage_config() -> None:
@@ -123,9 +123,9 @@ def test_a_task_openlineage_reports_on_resumes_in_a_worker(monkeypatch: pytest.M
     assert decision.plan is None and "OpenLineage" in decision.reason
 
 
-def test_dag_test_runs_the_trigger_inline_so_the_task_resumes_in_process(
-    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
-) -> None:
+def test_dag_test_runs_the_trigger_inline_so_the_task_resumes_in_process(sm: Any, run_test_dag: Any) -> None:
+    # An end event under dag.test() would resume the task with the bare word "success" (its XComs lost),
+    # which the task would fail as an unexpected event: the task succeeding with its outcome is the proof.
     sm.load_scenario(
         {
             "time_scale": 600,
@@ -135,5 +135,19 @@ def test_dag_test_runs_the_trigger_inline_so_the_task_resumes_in_process(
     )
     states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
     assert states == {"job": "success", "consume": "success"}
-    assert xcom is not None and xcom["preference_rank"] == 2
-    assert "the trigger runs in this process (dag.test())" in logs(capfd)
+    assert xcom is not None and xcom["preference_rank"] == 2 and xcom["return_value"]["job_name"] == "nightly"
+
+
+@pytest.mark.usefixtures("lineage_off")
+def test_the_sensors_wait_is_ended_in_the_triggerer_reporting_the_selection_as_its_own_push_does() -> None:
+    from airflow_provider_sm_prefs.sensors import SageMakerCapacitySensor
+
+    sensor = SageMakerCapacitySensor(task_id="watch", job_name="elsewhere", wait_for="completion")
+    decision = decide_finish(
+        sensor, try_of(max_tries=0), WaitFor.COMPLETION, windows=False, region=None, selection=True
+    )
+    assert decision.plan is not None
+    plan = FinishPlan.from_dict(decision.plan)
+    assert (plan.selection, plan.print_log, plan.failures, plan.identity_tags) == (True, False, True, None)
+    off = SageMakerCapacitySensor(task_id="watch", job_name="elsewhere", finish_in_triggerer=False)
+    assert decide_finish(off, try_of(), WaitFor.CAPACITY, windows=False, region=None).plan is None
