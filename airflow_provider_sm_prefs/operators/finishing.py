@@ -71,6 +71,8 @@ def decide_finish(
         return FinishDecision(
             None, f"{resume} to record the selection, then waits for the job's end in the triggerer"
         )
+    if ti is None:  # an operator run by hand, outside a task: nothing to end
+        return FinishDecision(None, f"{resume}: no task instance to end")
     if runs_triggers_inline():
         return FinishDecision(None, f"{resume}: the trigger runs in this process (dag.test())")
     if lineage_listener_expected(task):

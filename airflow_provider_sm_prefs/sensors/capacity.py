@@ -130,7 +130,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
             return result.xcom_value if isinstance(result, PokeReturnValue) else None
         finishing = decide_finish(
             self,
-            context["ti"],
+            context.get("ti"),
             WaitFor(self.wait_for),
             windows=False,
             region=self.recorder.known_region(),

@@ -98,7 +98,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job
         that leaves Pending right after the deferral is reported a few seconds later instead of
         racing Airflow's scheduler, which fails a task resumed before it has processed the worker's
-        exit from the deferral (apache/airflow#72716). A wait longer than this is not delayed at all;
+        exit from the deferral (apache/airflow#72716). An event that ends the task (``finish``) is not
+        held: that race is only for a task the scheduler finds scheduled, queued or running again. A wait longer than this is not delayed at all;
         without ``deferred_at`` (a trigger serialized by an earlier release) nothing is held.
     :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
         With it, a shared-poll wait starts from the shared List loop instead of Describing the job
@@ -211,8 +212,15 @@ class SageMakerCapacityTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             async for event in self._wait():
-                await hold_after_deferral(self.log, self.job_name, self.deferred_at, self.min_defer_seconds)
-                yield await self._ending(event)
+                ending = await self._ending(event)
+                if ending is None:
+                    # A worker resumes the task: not before the scheduler has seen the deferral's exit
+                    # (apache/airflow#72716). An ended task has no such race: the scheduler's mismatch
+                    # check is for a task it finds scheduled, queued or running again, not ended.
+                    await hold_after_deferral(
+                        self.log, self.job_name, self.deferred_at, self.min_defer_seconds
+                    )
+                yield event if ending is None else ending
                 return
         except asyncio.CancelledError:
             if not TRIGGER_ON_KILL:
@@ -437,14 +445,13 @@ class SageMakerCapacityTrigger(BaseTrigger):
             self.log.info("Capacity acquired: %s", event.outcome_or_raise().summary())
         return event
 
-    async def _ending(self, event: TriggerEvent) -> TriggerEvent:
-        """The event that ends the task here when the plan allows it; else ``event`` (a worker resumes)."""
+    async def _ending(self, event: TriggerEvent) -> TriggerEvent | None:
+        """The event that ends the task here when the plan allows it; None when a worker resumes it."""
         if not self.finish:
-            return event
+            return None
         received = CapacityEvent.from_payload(event.payload, self.job_name)
         plan = FinishPlan.from_dict(self.finish)
-        ending = await end_task(plan, received, self.kind, self.preferences, self._logs_hook, self.log)
-        return event if ending is None else ending
+        return await end_task(plan, received, self.kind, self.preferences, self._logs_hook, self.log)
 
     def _logs_hook(self) -> SageMakerJobLogsHook:
         return SageMakerJobLogsHook(**self.settings.hook_kwargs())

@@ -10,7 +10,11 @@ which carry the XComs:
   writes the ended job's log lines into the task log (the trigger's log is the task's),
   :func:`~.guardrail_check.with_guardrails` prices the selection, and
   :class:`~airflow_provider_sm_prefs.recording.CapacityRecorder` pushes the outcome's XCom keys and the
-  capacity record and sends the metrics, into a stand-in task instance that keeps them for the event;
+  capacity record and sends the metrics, into a stand-in task instance that keeps them;
+* those XComs are stored through the Task SDK (:func:`store_xcoms`), as a task's own pushes are, before
+  the end event. Not in the event: Airflow 3.0 to 3.3 store an end event's XComs JSON-encoded once more
+  (``XComModel.set``), and a task reading them through the Task SDK gets a string where the worker's
+  push gave a dict or a number;
 * a failure is ended here only when the plan says so (no retry remains: Airflow before 3.3 would not
   retry a task a trigger failed); otherwise, and for an acceptance window that closed, the plain event
   resumes the task in a worker as before.
@@ -20,7 +24,6 @@ The operator decides whether a wait gets a plan (:mod:`airflow_provider_sm_prefs
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -113,7 +116,12 @@ async def end_task(
     """
     if not ends_here(plan, received):
         return None
-    return await asyncio.to_thread(_end_task, plan, received, kind, preferences, logs_hook, log)
+    from asgiref.sync import sync_to_async
+
+    # sync_to_async, not a bare thread: the Task SDK calls the work makes (the connection, the XComs) go
+    # through the triggerer's channel, which Airflow 3.0 reaches from such a thread only.
+    work = sync_to_async(_end_task, thread_sensitive=False)
+    return await work(plan, received, kind, preferences, logs_hook, log)
 
 
 def _end_task(
@@ -148,15 +156,33 @@ def _end_task(
     except Exception as err:
         # What the worker's log says when execute_complete raises it; no traceback: it is the job's.
         log.error("Task failed with exception: %s: %s", type(err).__name__, err)
+        store_xcoms(plan.ti, ti.xcoms)
         log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
-        return TaskFailedEvent(xcoms=ti.xcoms)
+        return TaskFailedEvent()
     if plan.return_value:
         ti.xcoms[RETURN_VALUE] = result
+    store_xcoms(plan.ti, ti.xcoms)
     log.info(
         "Ending the task from the triggerer with %d XComs: no worker resumes it (finish_in_triggerer=True)",
         len(ti.xcoms),
     )
-    return TaskSuccessEvent(xcoms=ti.xcoms)
+    return TaskSuccessEvent()
+
+
+def store_xcoms(ref: Mapping[str, Any], xcoms: Mapping[str, Any]) -> None:
+    """Push ``xcoms`` for the task instance ``ref`` as a task's own pushes go: the Task SDK's ``XCom``
+    (the configured backend, its serialization), through the triggerer's channel to the execution API."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    for key, value in xcoms.items():
+        XCom.set(
+            key,
+            value,
+            dag_id=ref["dag_id"],
+            task_id=ref["task_id"],
+            run_id=ref["run_id"],
+            map_index=ref.get("map_index", -1),
+        )
 
 
 def plan_for(ti: Any, **fields: Any) -> dict[str, Any]:

@@ -1155,9 +1155,18 @@ def test_the_triggerer_ends_a_capacity_wait_with_the_xcoms_the_workers_resume_pu
         )
     )
     runs: dict[str, tuple[str, str]] = {}
+    read = {
+        dag_id: OUTPUTS / f"{unique('consumed')}.json"
+        for dag_id in ("t_train_capacity", "t_train_capacity_resume")
+    }
     for dag_id in ("t_train_capacity", "t_train_capacity_resume"):
         name = unique("finish")
-        conf = {"config": training_config(name, InstanceCount=1), "prefs": [G6, G5, P4D], "max_pending": 7200}
+        conf = {
+            "config": training_config(name, InstanceCount=1),
+            "prefs": [G6, G5, P4D],
+            "max_pending": 7200,
+            "out": str(read[dag_id]),  # what the downstream task read through the Task SDK
+        }
         runs[dag_id] = (airflow.trigger_dag(dag_id, conf), name)
     for dag_id, (run_id, _) in runs.items():
         deferred_on(airflow, dag_id, run_id, "job", 1)
@@ -1183,7 +1192,19 @@ def test_the_triggerer_ends_a_capacity_wait_with_the_xcoms_the_workers_resume_pu
     ended, resumed = outcome("t_train_capacity"), outcome("t_train_capacity_resume")
     assert ended == resumed
     assert (ended["selected_instance_type"], ended["preference_rank"]) == (G5, 2)
-    # The downstream task read the same outcome through XCom.
+    # The downstream task read the same values, of the same types, through the Task SDK.
+    consumed = {dag_id: json.loads(path.read_text()) for dag_id, path in read.items()}
+    downstream = consumed["t_train_capacity"]
+    assert isinstance(downstream["return_value"], dict) and downstream["selected_instance_count"] == 1
+    assert downstream["preference_rank"] == 2 and downstream["fell_back"] is True
+    for key in (
+        "selected_instance_type",
+        "selected_instance_count",
+        "preference_rank",
+        "capacity",
+        "accelerators",
+    ):
+        assert downstream[key] == consumed["t_train_capacity_resume"][key], key
     run_id, _ = runs["t_train_capacity"]
     log = airflow.task_log("t_train_capacity", run_id, "job")
     resumed_log = airflow.task_log("t_train_capacity_resume", runs["t_train_capacity_resume"][0], "job")

@@ -203,3 +203,33 @@ def test_the_sensor_stamps_its_deferral(
     _, kwargs = deferred.value.trigger.serialize()
     assert kwargs["min_defer_seconds"] == expected
     assert before <= datetime.fromisoformat(kwargs["deferred_at"]) <= datetime.now(timezone.utc)
+
+
+def test_an_event_that_ends_the_task_in_the_triggerer_is_not_held(
+    fast_job: str, holds: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scheduler's race is with a task it finds scheduled, queued or running again: an ended one has none.
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_provider_sm_prefs.triggers import finish
+
+    monkeypatch.setattr(finish, "store_xcoms", lambda ref, xcoms: None)  # no triggerer channel here
+    plan = finish.FinishPlan(ti={"dag_id": "d", "task_id": "t", "run_id": "r"}).as_dict()
+    deferred = datetime.now(timezone.utc)
+    event_comes_after(monkeypatch, deferred, 1.0)
+    ending = SageMakerCapacityTrigger(
+        job_name=fast_job,
+        preferences=PREFS,
+        poll_interval=0.1,
+        deferred_at=deferred.isoformat(),
+        min_defer_seconds=15.0,
+        finish=plan,
+    )
+
+    async def first() -> Any:
+        async for event in ending.run():
+            return event
+        raise AssertionError("no event")
+
+    assert isinstance(asyncio.run(asyncio.wait_for(first(), 300)), TaskSuccessEvent)
+    assert holds == []

@@ -1,7 +1,9 @@
 """A trigger with a finish plan ends its task itself, with what the worker's resume would have pushed.
 
-Real aiobotocore HTTP to the offline SageMaker, real ``dag.test()`` runs for the worker's side. The
-event's XComs are compared with those a worker's resume pushed for the very same job.
+Real aiobotocore HTTP to the offline SageMaker, real ``dag.test()`` runs for the worker's side. The XComs
+the trigger stores are compared with those a worker's resume pushed for the very same job. Out of a
+triggerer there is no channel to the execution API: the one step that uses it, storing the XComs through
+the Task SDK, keeps them here instead (the e2e suite stores them for real and reads them downstream).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from airflow_provider_sm_prefs.compat import NULL_XCOM
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY
+from airflow_provider_sm_prefs.triggers import finish
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.finish import FinishPlan, ends_here
 from offline_sagemaker.jobs import training_config as emulator_training_config
@@ -25,6 +28,19 @@ G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 TI = {"dag_id": "nightly", "task_id": "train", "run_id": "manual__1", "map_index": -1, "try_number": 1}
 #: Record fields that say when the record was made, not what it says.
 WHEN = {"recorded_at"}
+
+
+@pytest.fixture
+def stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The XComs the trigger stores for its task, by key."""
+    kept: dict[str, Any] = {}
+
+    def keep(ref: Any, xcoms: dict[str, Any]) -> None:
+        assert set(ref) == {"dag_id", "task_id", "run_id", "map_index", "try_number"}
+        kept.update(xcoms)
+
+    monkeypatch.setattr(finish, "store_xcoms", keep)
+    return kept
 
 
 def trigger(name: str, wait_for: str, plan: FinishPlan | None, **kwargs: Any) -> SageMakerCapacityTrigger:
@@ -68,7 +84,7 @@ def without_when(record: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("airflow_db")
 def test_the_triggers_end_pushes_what_the_workers_resume_pushed_for_the_same_job(
-    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str], stored: dict[str, Any]
 ) -> None:
     # dag.test() resumes in process (the worker's path); then a trigger with a plan ends the same try on the
     # same, now completed, job: every XCom it would push must be the one the worker pushed.
@@ -96,7 +112,8 @@ def test_the_triggers_end_pushes_what_the_workers_resume_pushed_for_the_same_job
     text = logs(capfd)
 
     assert isinstance(event, TaskSuccessEvent), event
-    sent = dict(event.xcoms or {})
+    assert not event.xcoms  # stored through the Task SDK, not by the event (see triggers/finish.py)
+    sent = dict(stored)
     expected_keys = {key.value for key in XComKey} | {RECORD_KEY, "return_value"}
     if not NULL_XCOM:  # Airflow 3.0 stores no None XCom: neither path pushes one
         expected_keys = {k for k in expected_keys if pushed.get(k) is not None}
@@ -117,14 +134,16 @@ def submit(sm: Any, name: str, **tags: str) -> None:
     sm.boto3_client("sagemaker").create_training_job(**request)
 
 
-def test_a_selection_ends_the_task_with_the_outcome_and_a_record_of_the_deferring_try(sm: Any) -> None:
+def test_a_selection_ends_the_task_with_the_outcome_and_a_record_of_the_deferring_try(
+    sm: Any, stored: dict[str, Any]
+) -> None:
     sm.load_scenario({"time_scale": 0, "capacity": {G6: [{"from": 0, "free": 0}]}})
     submit(sm, "sel")
     sm.advance(120)  # past Starting: SageMaker took the first entry with capacity
     plan = FinishPlan(ti={**TI, "try_number": 2}, region="us-east-1", identity_tags={"sm-prefs:dag-id": "n"})
     event = the_event(trigger("sel", "capacity", plan))
     assert isinstance(event, TaskSuccessEvent)
-    xcoms = dict(event.xcoms or {})
+    xcoms = stored
     assert (xcoms["selected_instance_type"], xcoms["selected_instance_count"]) == (G5, 4)
     assert (xcoms["preference_rank"], xcoms["fell_back"]) == (2, True)
     assert xcoms["return_value"]["job_name"] == "sel"
@@ -134,18 +153,18 @@ def test_a_selection_ends_the_task_with_the_outcome_and_a_record_of_the_deferrin
     assert record.get("failure_kind") is None
 
 
-def test_without_do_xcom_push_no_return_value_is_pushed(sm: Any) -> None:
+def test_without_do_xcom_push_no_return_value_is_pushed(sm: Any, stored: dict[str, Any]) -> None:
     sm.load_scenario({"time_scale": 0})
     submit(sm, "quiet")
     sm.advance(120)
     event = the_event(trigger("quiet", "capacity", FinishPlan(ti=TI, return_value=False)))
     assert isinstance(event, TaskSuccessEvent)
-    assert "return_value" not in (event.xcoms or {}) and "selected_instance_type" in (event.xcoms or {})
+    assert "return_value" not in stored and "selected_instance_type" in stored
 
 
 @pytest.mark.parametrize("failures", [True, False])
 def test_a_failed_job_ends_the_task_failed_only_when_no_retry_remains(
-    sm: Any, failures: bool, capfd: pytest.CaptureFixture[str]
+    sm: Any, failures: bool, capfd: pytest.CaptureFixture[str], stored: dict[str, Any]
 ) -> None:
     sm.load_scenario({"time_scale": 0, "job_runtime_seconds": 600})
     submit(sm, "broken", **{"emulator:outcome": "Failed"})
@@ -155,10 +174,10 @@ def test_a_failed_job_ends_the_task_failed_only_when_no_retry_remains(
     if not failures:
         # A retry remains: the plain event resumes the task in a worker, which raises and retries.
         assert type(event) is TriggerEvent and event.payload["status"] == "error"
-        assert "Ending the task" not in text
+        assert "Ending the task" not in text and stored == {}
         return
     assert isinstance(event, TaskFailedEvent)
-    record = dict(event.xcoms or {})[RECORD_KEY]
+    record = stored[RECORD_KEY]
     assert (record["failure_kind"], record["job_status"], record["job_name"]) == (
         "failed",
         "Failed",
@@ -169,14 +188,16 @@ def test_a_failed_job_ends_the_task_failed_only_when_no_retry_remains(
     assert "Task failed with exception: JobFailedError" in text and "AlgorithmError" in text
 
 
-def test_a_capacity_deadline_ends_the_task_failed_with_the_timeout_and_stops_the_job(sm: Any) -> None:
+def test_a_capacity_deadline_ends_the_task_failed_with_the_timeout_and_stops_the_job(
+    sm: Any, stored: dict[str, Any]
+) -> None:
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.*": [{"from": 0, "free": 0}]}})
     submit(sm, "late")
     sm.advance(1300)
     t = trigger("late", "capacity", FinishPlan(ti=TI, failures=True), deadline_seconds=1200.0)
     event = the_event(t)
     assert isinstance(event, TaskFailedEvent)
-    record = dict(event.xcoms or {})[RECORD_KEY]
+    record = stored[RECORD_KEY]
     assert record["failure_kind"] == "capacity_timeout"
     assert sm.job("late")["status"] in ("Stopping", "Stopped")
 
