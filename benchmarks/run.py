@@ -61,7 +61,7 @@ from benchmarks.processes import (
     git_revision,
     machine_info,
 )
-from benchmarks.variants import ALL_VARIANTS, EVENT_QUEUE_ENV, EVENTS, VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENT_MODES, EVENT_QUEUE_ENV, VARIANTS
 from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -107,7 +107,7 @@ class Plan:
     """
 
     sizes: tuple[int, ...] = (100, 1000, 3000)
-    variants: tuple[str, ...] = (*ALL_VARIANTS, EVENTS)
+    variants: tuple[str, ...] = (*ALL_VARIANTS, *EVENT_MODES)
     throttled_size: int | None = 1000
     throttled_variants: tuple[str, ...] | None = ALL_VARIANTS
     throttle_rate: float = 10.0
@@ -204,7 +204,7 @@ class Plan:
 
 SMOKE = Plan(
     sizes=(12,),
-    variants=(*ALL_VARIANTS, EVENTS),
+    variants=(*ALL_VARIANTS, *EVENT_MODES),
     throttled_size=12,
     throttled_variants=ALL_VARIANTS,
     throttle_rate=5.0,
@@ -281,6 +281,7 @@ def spawn_trigger_process(
             **airflow_env(run_dir / "airflow_home", emulator.endpoint_url),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
             **({EVENT_QUEUE_ENV: route.queue_url} if route is not None else {}),
+            **VARIANTS[variant].env,
         }
     )
     spec = {
@@ -595,7 +596,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
     parser.add_argument(
         "--variants",
-        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join((*ALL_VARIANTS, EVENTS))})",
+        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join((*ALL_VARIANTS, *EVENT_MODES))})",
     )
     parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
     parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")
