@@ -36,6 +36,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -796,6 +797,8 @@ def _run_or_error(
             "variant": variant,
             "throttled": throttled,
             "error": f"{type(err).__name__}: {err}",
+            # Where it failed: a bare "timed out" says nothing of which call it was.
+            "error_traceback": traceback.format_exc(),
         }
 
 
