@@ -778,6 +778,10 @@ def _stop(child: TriggerProcess | None, timeout: float = 10.0) -> None:
             child.event_route = None
 
 
+#: Seconds the harness waits for an admin call of the offline SageMaker (scenario, reset, job views).
+ADMIN_TIMEOUT = 300.0
+
+
 def _run_or_error(
     plan: Plan,
     emulator_proc: EmulatorProcess,
@@ -854,9 +858,11 @@ def _capacity_runs(
     emulator_proc = EmulatorProcess(emulator_env, run_dir / "emulator.log")
     upcoming: TriggerProcess | None = None
     try:
-        from offline_sagemaker import OfflineSageMaker
+        from offline_sagemaker.remote import RemoteSageMaker
 
-        emulator = OfflineSageMaker.attach(emulator_proc.url)
+        # Loading the next run's scenario resets a world of thousands of jobs and queued events while the
+        # emulator's event pump may still be delivering the last run's: far longer than a call's default.
+        emulator = RemoteSageMaker(emulator_proc.url, timeout=ADMIN_TIMEOUT)
         for index, (n_jobs, variant, throttled) in enumerate(planned):
             child, upcoming = upcoming, None
             remaining = plan.budget - (time.monotonic() - started)
