@@ -22,7 +22,7 @@ help:
 	@echo "make lint     - ruff and mypy"
 	@echo "make docs     - the documentation site (MkDocs, API reference from docstrings) into build/site, strict"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
-	@echo "make bench    - run the benchmarks behind docs/performance.md (about 80 min; not part of make test)"
+	@echo "make bench    - run the benchmarks behind docs/performance.md (about 100 min; not part of make test)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
@@ -178,14 +178,14 @@ lint: install
 demo: install
 	$(RUN) python -m harness.demo
 
-# Every figure of docs/performance.md: others' jobs in the account (ours, stock, naive, event mode at
-# N = 100/1,000/3,000, throttled, DAG parse), event mode at 10,000 waits, and the earlier workload
-# without others' jobs; and the retry budget under throttling (docs/data/retry-budget.json, under a minute).
-# About 80 minutes on 2 cores.
+# Every figure of docs/performance.md: others' jobs in the account (ours, stock, naive, event mode with
+# event details as data and as hints at N = 100/1,000/3,000, throttled, DAG parse), event mode both ways
+# at 10,000 waits, and the earlier workload without others' jobs; and the retry budget under throttling
+# (docs/data/retry-budget.json, under a minute). About 100 minutes on 2 cores.
 bench: install
 	$(RUN) python -m benchmarks.retry_budget
 	$(RUN) python -m benchmarks.run
-	$(RUN) python -m benchmarks.run --sizes 10000 --variants events --no-throttled --no-parse
+	$(RUN) python -m benchmarks.run --sizes 10000 --variants events,events-hint --no-throttled --no-parse
 	$(RUN) python -m benchmarks.run --no-churn --variants ours,stock,naive --no-parse
 
 # RECORDS=2000 for a quicker run; writes build/capacity-page/ only.

@@ -96,6 +96,19 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "300",
                         "default": "300",
                     },
+                    "event_detail": {
+                        "description": (
+                            "In event mode, what a wait does with an event's detail (the job's Describe "
+                            "response). 'data': a detail newer than what the wait has seen, that ends the "
+                            "wait and holds every field the outcome needs, ends it without a Describe; "
+                            "anything else is Described. 'hint': every event that shows a change makes "
+                            "the trigger Describe its job."
+                        ),
+                        "version_added": None,
+                        "type": "string",
+                        "example": "hint",
+                        "default": "data",
+                    },
                 },
             }
         },

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -580,7 +580,17 @@ TARGET_NAMES: tuple[str, ...] = (
     "event mode at 10,000 waits: peak RSS",
     "event mode at 10,000 waits: worst event-loop lag after start-up",
     "event mode at 10,000 waits: failed triggers",
+    "event mode at 10,000 waits: p95 detection latency",
 )
+
+
+def _hint_note(
+    runs: Sequence[Mapping[str, Any]], n_jobs: int, figure: Callable[[Mapping[str, Any]], Any]
+) -> str:
+    """The same figure of the ``events-hint`` run at ``n_jobs`` (event details as hints only), if it ran."""
+    hint = _find(runs, "events-hint", n_jobs, False)
+    value = figure(hint["figures"]) if hint else None
+    return "" if value is None else f"events-hint (a Describe per event): {value:.1f}"
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -613,11 +623,24 @@ def _mode_targets(
     if events:
         e = events["figures"]
         p95 = e["latency_seconds"]["p95"]
-        add(TARGET_NAMES[11], p95, "<= 2 s", None if p95 is None else p95 <= 2.0)
+        add(
+            TARGET_NAMES[11],
+            p95,
+            "<= 2 s",
+            None if p95 is None else p95 <= 2.0,
+            _hint_note(runs, n_jobs, lambda f: f["latency_seconds"]["p95"]),
+        )
         polling = e["calls"]["model"].get("describe_per_job_hour")
         add(TARGET_NAMES[12], polling, "0", None if polling is None else polling == 0, "List passes excluded")
         cpu = e["cpu"]["percent_of_one_core"]
-        add(TARGET_NAMES[13], cpu, "<= 5 %", cpu <= 5.0, "start-up, others' events and detection included")
+        hint_cpu = _hint_note(runs, n_jobs, lambda f: f["cpu"]["percent_of_one_core"])
+        add(
+            TARGET_NAMES[13],
+            cpu,
+            "<= 5 %",
+            cpu <= 5.0,
+            "; ".join(n for n in ("start-up, others' events and detection included", hint_cpu) if n),
+        )
     big = _find(runs, "events", 10_000, False)
     if big:
         b = big["figures"]
@@ -640,6 +663,14 @@ def _mode_targets(
             "0",
             failed == 0,
             f"{b['tasks']['undetected_at_end']} undetected at the end",
+        )
+        p95 = b["latency_seconds"]["p95"]
+        add(
+            TARGET_NAMES[17],
+            p95,
+            "<= 2 s",
+            None if p95 is None else p95 <= 2.0,
+            _hint_note(runs, 10_000, lambda f: f["latency_seconds"]["p95"]),
         )
 
 

@@ -36,6 +36,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -61,7 +62,7 @@ from benchmarks.processes import (
     git_revision,
     machine_info,
 )
-from benchmarks.variants import ALL_VARIANTS, EVENT_QUEUE_ENV, EVENTS, VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENT_MODES, EVENT_QUEUE_ENV, VARIANTS
 from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -107,7 +108,7 @@ class Plan:
     """
 
     sizes: tuple[int, ...] = (100, 1000, 3000)
-    variants: tuple[str, ...] = (*ALL_VARIANTS, EVENTS)
+    variants: tuple[str, ...] = (*ALL_VARIANTS, *EVENT_MODES)
     throttled_size: int | None = 1000
     throttled_variants: tuple[str, ...] | None = ALL_VARIANTS
     throttle_rate: float = 10.0
@@ -204,7 +205,7 @@ class Plan:
 
 SMOKE = Plan(
     sizes=(12,),
-    variants=(*ALL_VARIANTS, EVENTS),
+    variants=(*ALL_VARIANTS, *EVENT_MODES),
     throttled_size=12,
     throttled_variants=ALL_VARIANTS,
     throttle_rate=5.0,
@@ -281,6 +282,7 @@ def spawn_trigger_process(
             **airflow_env(run_dir / "airflow_home", emulator.endpoint_url),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
             **({EVENT_QUEUE_ENV: route.queue_url} if route is not None else {}),
+            **VARIANTS[variant].env,
         }
     )
     spec = {
@@ -595,7 +597,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="comma-separated N list (default 100,1000,3000)")
     parser.add_argument(
         "--variants",
-        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join((*ALL_VARIANTS, EVENTS))})",
+        help=f"comma-separated subset of {','.join(VARIANTS)} (default {','.join((*ALL_VARIANTS, *EVENT_MODES))})",
     )
     parser.add_argument("--throttled-size", type=int, help="N of the throttled runs (default 1000)")
     parser.add_argument("--no-throttled", action="store_true", help="skip the throttled runs")
@@ -776,6 +778,10 @@ def _stop(child: TriggerProcess | None, timeout: float = 10.0) -> None:
             child.event_route = None
 
 
+#: Seconds the harness waits for an admin call of the offline SageMaker (scenario, reset, job views).
+ADMIN_TIMEOUT = 300.0
+
+
 def _run_or_error(
     plan: Plan,
     emulator_proc: EmulatorProcess,
@@ -795,6 +801,8 @@ def _run_or_error(
             "variant": variant,
             "throttled": throttled,
             "error": f"{type(err).__name__}: {err}",
+            # Where it failed: a bare "timed out" says nothing of which call it was.
+            "error_traceback": traceback.format_exc(),
         }
 
 
@@ -850,9 +858,11 @@ def _capacity_runs(
     emulator_proc = EmulatorProcess(emulator_env, run_dir / "emulator.log")
     upcoming: TriggerProcess | None = None
     try:
-        from offline_sagemaker import OfflineSageMaker
+        from offline_sagemaker.remote import RemoteSageMaker
 
-        emulator = OfflineSageMaker.attach(emulator_proc.url)
+        # Loading the next run's scenario resets a world of thousands of jobs and queued events while the
+        # emulator's event pump may still be delivering the last run's: far longer than a call's default.
+        emulator = RemoteSageMaker(emulator_proc.url, timeout=ADMIN_TIMEOUT)
         for index, (n_jobs, variant, throttled) in enumerate(planned):
             child, upcoming = upcoming, None
             remaining = plan.budget - (time.monotonic() - started)

@@ -224,3 +224,77 @@ class JobSnapshot:
     def timer_passed(self, timer_seconds: float | None) -> float | None:
         """:func:`client_timer_passed` for this look."""
         return client_timer_passed(self.phase, self.describe, self.now, timer_seconds)
+
+
+#: Order of progress of the views of one job: Starting, Pending (no entry selected), running (an entry
+#: selected, or a secondary status past Pending), stopping, ended. A job moves forward in it (a managed
+#: spot job interrupted and pending again aside, which its LastModifiedTime tells apart).
+_PROGRESS_OF_PHASE = {
+    Phase.WAITING: 1,
+    Phase.RUNNING: 2,
+    Phase.STOPPING: 3,
+    Phase.COMPLETED: 4,
+    Phase.FAILED: 4,
+    Phase.STOPPED: 4,
+}
+
+
+def progress_of(kind: JobKind, response: Mapping[str, Any]) -> int:
+    """The place of a view of the job (Describe, List summary, event detail) in the order of progress."""
+    phase = phase_of(kind, response)
+    if (
+        phase is Phase.WAITING
+        and kind.spec.secondary_status
+        and response.get("SecondaryStatus") == "Starting"
+    ):
+        return 0
+    return _PROGRESS_OF_PHASE[phase]
+
+
+class Order(str, Enum):
+    """How one view of a job stands against another."""
+
+    NEWER = "newer"
+    SAME = "same"
+    OLDER = "older"
+    #: The timestamps and the order of progress disagree, or a timestamp is missing.
+    UNCLEAR = "unclear"
+
+
+@dataclass(frozen=True)
+class JobStamp:
+    """How far along one view of a job (Describe, List summary, event detail) shows it.
+
+    :param modified: the view's LastModifiedTime, to the millisecond (event details carry no finer).
+    :param progress: its place in the order of progress (:func:`progress_of`).
+    """
+
+    modified: datetime | None
+    progress: int
+
+    @classmethod
+    def of(cls, kind: JobKind, response: Mapping[str, Any]) -> JobStamp:
+        modified = as_datetime(response.get("LastModifiedTime"))
+        if modified is not None:
+            millis = round(modified.timestamp() * 1000)
+            modified = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+        return cls(modified, progress_of(kind, response))
+
+    def against(self, other: JobStamp) -> Order:
+        """How this view stands against ``other``: later LastModifiedTime and no step back, or the same
+        LastModifiedTime and a step forward, is newer."""
+        if self.modified is None or other.modified is None:
+            return Order.NEWER if self.progress > other.progress else Order.UNCLEAR
+        if self.modified < other.modified:
+            return Order.OLDER
+        if self.modified > other.modified:
+            return Order.NEWER if self.progress >= other.progress else Order.UNCLEAR
+        if self.progress == other.progress:
+            return Order.SAME
+        return Order.NEWER if self.progress > other.progress else Order.OLDER
+
+    def newest(self, other: JobStamp | None) -> JobStamp:
+        """This view or ``other``, whichever is newer (this one unless ``other`` is)."""
+        if other is not None and other.against(self) is Order.NEWER:
+            return other
+        return self

@@ -24,6 +24,7 @@ from airflow_provider_sm_prefs.domain.outcome import format_duration
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import (
     JobSnapshot,
+    JobStamp,
     Phase,
     WaitFor,
     as_datetime,
@@ -39,7 +40,12 @@ from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
 from airflow_provider_sm_prefs.triggers.finish import FinishPlan, end_task
 from airflow_provider_sm_prefs.triggers.kill import stop_unless_moved
-from airflow_provider_sm_prefs.triggers.watcher import ListingUnavailable, listed_change, watcher_for
+from airflow_provider_sm_prefs.triggers.watcher import (
+    ListingUnavailable,
+    Observation,
+    listed_change,
+    watcher_for,
+)
 
 __all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
 
@@ -260,15 +266,19 @@ class SageMakerCapacityTrigger(BaseTrigger):
         )
 
     async def _look(self, client: Any, slots: asyncio.Semaphore, state: _WaitState) -> CapacityEvent | None:
-        """Describe the job once: the event that ends the wait, or None (and the state moved on)."""
+        """Describe the job once (or read the event detail that settled the wait): the event that ends
+        the wait, or None (and the state moved on)."""
         kind = self.kind
-        describe = await self._describe(client, kind, slots, state.interval, state.ceiling)
-        if describe is None:
-            missing = JobFailedError(
-                self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
-            )
-            return CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing)
-        job = JobSnapshot.of(kind, describe, service_now(describe))
+        job, state.settled = state.settled, None
+        if job is None:
+            describe = await self._describe(client, kind, slots, state.interval, state.ceiling)
+            if describe is None:
+                missing = JobFailedError(
+                    self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
+                )
+                return CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing)
+            job = JobSnapshot.of(kind, describe, service_now(describe))
+            state.seen = JobStamp.of(kind, describe).newest(state.seen)
         if is_done(job.phase, self.wait_for):
             return self._finish(job)
         event = await self._timer_event(client, job)
@@ -292,7 +302,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         state.look = True
         if state.shared and state.created is not None:
             try:
-                state.summary = await self._wait_for_listed_change(
+                seen = await self._wait_for_listed_change(
                     state.client_key,
                     self.kind,
                     state.created,
@@ -300,7 +310,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     state.summary,
                     early=job is None,
                     wake_after=self._timer() if job is not None and job.phase is Phase.WAITING else None,
+                    stamp=state.seen,
                 )
+                state.summary, state.seen, state.settled = seen.summary, seen.stamp, seen.settled
                 return
             except ListingUnavailable as err:
                 state.shared, state.summary = False, None
@@ -350,14 +362,17 @@ class SageMakerCapacityTrigger(BaseTrigger):
         summary: dict[str, Any] | None,
         early: bool,
         wake_after: float | None = None,
-    ) -> dict[str, Any] | None:
-        """Wait until the shared List loop sees this job change, or ``limit`` seconds (safety/deadline).
+        stamp: JobStamp | None = None,
+    ) -> Observation:
+        """Wait until the shared List loop or an event shows this job change, or ``limit`` seconds
+        (safety/deadline).
 
         Logs progress every :data:`PROGRESS_LOG_EVERY` from the listed summary, without a call of its
         own. With ``wake_after`` (seconds since ``created``), also returns once the service clock the
         List loop reads passes it — the clock of the deadline, which may run faster than this
-        process's (an offline SageMaker with compressed time). Returns the last summary seen (to
-        re-register without an early pass), or None when the job changed or its timer is due.
+        process's (an offline SageMaker with compressed time). Returns what was seen: the last summary
+        (to re-register without an early pass; None when the job changed or its timer is due), the
+        newest view of the job (``stamp``), and the event detail that ends the wait, if one did.
         """
         watcher = watcher_for(kind, client_key, self._open_client, partial(event_mode_for, self.settings))
         is_change = listed_change(kind, self.wait_for)
@@ -373,19 +388,30 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 min(remaining, chunk),
                 summary=summary,
                 early=early,
+                wait_for=self.wait_for,
+                stamp=stamp,
             )
             early = False
+            stamp = seen.stamp or stamp
             if seen.changed:
-                if seen.by_event:
-                    self.log.info("A SageMaker event shows %s changed; describing it", self.job_name)
-                return None
+                if seen.settled is not None:
+                    self.log.info(
+                        "A SageMaker event shows %s %s; its detail ends the wait",
+                        self.job_name,
+                        seen.settled.describe.get("SecondaryStatus") or seen.settled.status,
+                    )
+                elif seen.by_event:
+                    self.log.info(
+                        "A SageMaker event shows %s changed; describing it (%s)", self.job_name, seen.doubt
+                    )
+                return Observation(True, None, seen.by_event, stamp, seen.settled)
             service = watcher.service_now()
             if (
                 wake_after is not None
                 and service is not None
                 and (service - created).total_seconds() >= wake_after
             ):
-                return None
+                return Observation(True, None, stamp=stamp)
             summary = seen.summary or summary
             if summary is not None and remaining > PROGRESS_LOG_EVERY:
                 now = watcher.service_now()
@@ -400,7 +426,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                         format_duration(waited),
                         plan,
                     )
-        return summary
+        return Observation(False, summary, stamp=stamp)
 
     async def _timer_event(self, client: Any, job: JobSnapshot) -> CapacityEvent | None:
         """The event of a timer that went off while waiting: the client deadline, or the window's close."""
@@ -529,5 +555,9 @@ class _WaitState:
     summary: dict[str, Any] | None = None
     #: The last Describe (None until the first).
     last: JobSnapshot | None = None
+    #: The newest view of the job seen so far (Describes, List summaries, event details).
+    seen: JobStamp | None = None
+    #: An event's detail that ends the wait: the next look reads it instead of Describing the job.
+    settled: JobSnapshot | None = None
     #: When progress was last logged (service clock).
     last_log_at: datetime | None = None

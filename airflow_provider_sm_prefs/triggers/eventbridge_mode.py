@@ -7,6 +7,8 @@ value turns event mode off for the connection), else from ``[sm_prefs] event_que
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
@@ -16,6 +18,30 @@ from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsu
 CONNECTION_EXTRA = "sm_prefs_event_queue_url"
 #: Default of ``[sm_prefs] event_safety_list_seconds``: the List loop's cadence while events flow.
 DEFAULT_SAFETY_LIST_SECONDS = 300.0
+
+
+class EventDetail(str, Enum):
+    """``[sm_prefs] event_detail``: what a wait does with an event's detail."""
+
+    #: A detail newer than what the wait has seen, that ends it and holds every field the outcome
+    #: needs, ends the wait without a Describe (:mod:`~airflow_provider_sm_prefs.domain.event_detail`).
+    DATA = "data"
+    #: Every event that shows a change worth a look makes the trigger Describe its job.
+    HINT = "hint"
+
+
+@dataclass(frozen=True)
+class EventMode:
+    """Event mode as a wait finds it configured.
+
+    :param consumer: the process's consumer of the queue.
+    :param safety_list_seconds: the List loop's cadence while events flow.
+    :param detail: what a wait does with an event's detail.
+    """
+
+    consumer: EventQueueConsumer
+    safety_list_seconds: float
+    detail: EventDetail = EventDetail.DATA
 
 
 def configured_queue_url(connection_extra: dict[str, Any] | None) -> str | None:
@@ -41,6 +67,21 @@ def safety_list_seconds() -> float:
     return max(1.0, value)
 
 
+def event_detail() -> EventDetail:
+    """``[sm_prefs] event_detail``: ``data`` (the default) or ``hint``.
+
+    :raises ValueError: naming the option and the values it takes.
+    """
+    from airflow.configuration import conf
+
+    value = str(conf.get("sm_prefs", "event_detail", fallback=EventDetail.DATA.value) or "").strip().lower()
+    try:
+        return EventDetail(value or EventDetail.DATA.value)
+    except ValueError:
+        choices = ", ".join(d.value for d in EventDetail)
+        raise ValueError(f"[sm_prefs] event_detail: {value!r} is not one of {choices}") from None
+
+
 def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
     if not settings.aws_conn_id:
         return {}
@@ -50,8 +91,9 @@ def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
     return dict(hook.conn_config.extra_config or {})
 
 
-async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, float] | None:
-    """The consumer of the configured queue for these settings and the safety List cadence; None if off.
+async def event_mode_for(settings: AwsSettings) -> EventMode | None:
+    """Event mode for these settings: the consumer of the configured queue, the safety List cadence and
+    what to do with an event's detail; None if off.
 
     Reads the connection (through a thread: it may block) and the config when a wait starts.
     """
@@ -67,4 +109,4 @@ async def event_mode_for(settings: AwsSettings) -> tuple[EventQueueConsumer, flo
 
         return ProviderAwsHook(client_type="sqs", **settings.hook_kwargs()).get_async_conn()  # type: ignore[no-untyped-call]
 
-    return consumer_for(settings.pool_key(), opener, url), safety_list_seconds()
+    return EventMode(consumer_for(settings.pool_key(), opener, url), safety_list_seconds(), event_detail())

@@ -6,8 +6,10 @@ the Airflow config option ``[sm_prefs] event_queue_url`` or the AWS connection's
 ``sm_prefs_event_queue_url`` names that queue, every waiting trigger of a process learns of its job's
 changes from one shared :class:`EventQueueConsumer` instead of the List loop's cadence.
 
-**Events are hints, never the truth.** An event about a watched job whose detail shows a change worth a
-look makes the trigger Describe its job once; what the trigger reports comes from that Describe. The
+**Events are data, checked before they are trusted.** An event about a watched job whose detail shows a
+change worth a look is handed to the job's waiters; a detail that ends the wait, is newer than what the
+wait has seen and holds every field of the outcome ends it as a Describe would, anything else makes the
+trigger Describe its job once (:mod:`airflow_provider_sm_prefs.domain.event_detail`). The
 shared List loop (:mod:`.watcher`) keeps running, slowly (``[sm_prefs] event_safety_list_seconds``,
 default 300 s), so a lost, late or duplicated event, a deleted queue or a denied permission costs
 latency, never correctness. While the queue cannot be read, the List loop runs at its normal cadence.
@@ -40,8 +42,8 @@ live consumer before it is dropped:
 A single triggerer therefore pays one receive per ten events and nothing more. While receives come
 back full (a backlog: a wave of selections, a triggerer that was down), up to :data:`RECEIVERS` run at
 once (they join one at a time while full batches hold messages older than :data:`BACKLOG_AGE`), each
-extra one leaving at its first short batch; order does not matter, each event is a hint. With peers, an event nobody
-watches costs one send and one receive per live consumer. What it does not cover: a consumer that
+extra one leaving at its first short batch; order does not matter (a wait Describes its job on an event
+older than what it has seen). With peers, an event nobody watches costs one send and one receive per live consumer. What it does not cover: a consumer that
 started in the last :data:`PRESENCE_EVERY` seconds may not be known to the others yet, so an event about
 one of its jobs may be dropped by a peer in that window. Like a lost event, that costs latency (its
 trigger's first List pass, then the safety passes), never correctness. Narrowing the rule's event

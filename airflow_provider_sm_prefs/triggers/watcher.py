@@ -19,8 +19,11 @@ what per-job polling would send.
 
 Event mode (:mod:`.eventbridge_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
 each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
-change wakes it at once. Passes then come only every ``[sm_prefs] event_safety_list_seconds`` (a safety
-net under lost events), except while the queue cannot be read.
+change wakes it at once: with the detail itself when that detail ends the wait and is newer than what
+the waiter has seen (:func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`), so the trigger
+needs no Describe; otherwise asking for one. Passes then come only every
+``[sm_prefs] event_safety_list_seconds`` (a safety net under lost events), except while the queue cannot
+be read.
 
 Nothing here is persisted: after a triggerer restart the triggers register again and the first
 pass re-reads the truth from SageMaker.
@@ -38,11 +41,13 @@ from functools import partial
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.cadence import ListBudget, cohort_windows, list_cadence
+from airflow_provider_sm_prefs.domain.event_detail import Confirm, NoNews, Settled, weigh_event
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.domain.status import WaitFor, phase_of, worth_a_look
+from airflow_provider_sm_prefs.domain.status import JobSnapshot, JobStamp, WaitFor, phase_of, worth_a_look
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import service_now
+from airflow_provider_sm_prefs.triggers.eventbridge_mode import EventDetail, EventMode
 from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 
 log = logging.getLogger(__name__)
@@ -83,6 +88,12 @@ class Observation:
     summary: dict[str, Any] | None
     #: The change came from a SageMaker event (event mode), not from a List pass.
     by_event: bool = False
+    #: The newest view of the job the waiter has seen (List summaries, event details), to pass on.
+    stamp: JobStamp | None = None
+    #: The event's detail read as a Describe, when it ends the wait (no Describe needed).
+    settled: JobSnapshot | None = None
+    #: Why an event's detail was not enough and the job should be Described (for the log).
+    doubt: str | None = None
 
 
 @dataclass(eq=False)
@@ -98,6 +109,9 @@ class _Waiter:
     missing_rounds: int = 0
     summary: dict[str, Any] | None = None
     unsubscribe: Callable[[], None] | None = None
+    #: What the wait waits for: lets an event's detail end it (None: events only wake it).
+    wait_for: WaitFor | None = None
+    stamp: JobStamp | None = None
 
 
 def listed_change(kind: JobKind, wait_for: WaitFor | str) -> Callable[[dict[str, Any]], bool]:
@@ -127,13 +141,14 @@ class JobListWatcher:
         key: tuple[Any, ...],
         opener: Callable[[], Any],
         kind: JobKind,
-        events: Callable[[], Awaitable[tuple[EventQueueConsumer, float] | None]] | None = None,
+        events: Callable[[], Awaitable[EventMode | None]] | None = None,
     ) -> None:
         self.key = key
         self.kind = kind
         self._events_source = events
         self._events: EventQueueConsumer | None = None
         self._safety_seconds = 0.0
+        self._detail = EventDetail.DATA
         self._last_pages = 1
         self._budget = ListBudget()
         self._client_key = key[:-1]
@@ -167,11 +182,17 @@ class JobListWatcher:
         *,
         summary: dict[str, Any] | None = None,
         early: bool = False,
+        wait_for: WaitFor | str | None = None,
+        stamp: JobStamp | None = None,
     ) -> Observation:
         """Wait until a pass shows ``is_change(summary)`` or the job gone; or until ``timeout``.
 
         :param summary: the job's summary from an earlier wait (``Observation.summary``): the job is
             known to be listed, so the next pass counts even if it started before this call.
+        :param wait_for: what the caller waits for: in event mode, an event whose detail ends that wait
+            and is newer than ``stamp`` comes back as ``Observation.settled``. Without it an event only
+            wakes the caller (when ``is_change(detail)``).
+        :param stamp: the newest view of the job the caller has seen (``Observation.stamp``, a Describe).
         :param early: nobody looked at the job lately (the trigger just started without a
             Describe): ask for an early pass, shared with other newcomers, instead of waiting a
             whole cadence for the first look.
@@ -188,6 +209,8 @@ class JobListWatcher:
             early=early and summary is None,
             seen=summary is not None,
             summary=summary,
+            wait_for=None if wait_for is None else WaitFor(wait_for),
+            stamp=stamp,
         )
         self._waiters.setdefault(job_name, []).append(waiter)
         self._subscribe(waiter)
@@ -195,7 +218,7 @@ class JobListWatcher:
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
         except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            return Observation(False, waiter.summary)
+            return Observation(False, waiter.summary, stamp=waiter.stamp)
         finally:
             if waiter.unsubscribe is not None:
                 waiter.unsubscribe()
@@ -211,15 +234,38 @@ class JobListWatcher:
         return self._events is not None and self._events.healthy
 
     def _subscribe(self, waiter: _Waiter) -> None:
-        """In event mode, wake ``waiter`` on an event whose detail shows a change worth a Describe."""
+        """In event mode, wake ``waiter`` on an event whose detail shows a change: with the detail when it
+        ends the wait and can be trusted, else to Describe the job."""
         if self._events is None or waiter.unsubscribe is not None:
             return
 
         def on_event(detail: dict[str, Any]) -> None:
-            if not waiter.future.done() and waiter.is_change(detail):
-                waiter.future.set_result(Observation(True, None, by_event=True))
+            if waiter.future.done():
+                return
+            if waiter.wait_for is None:
+                if waiter.is_change(detail):
+                    waiter.future.set_result(Observation(True, None, by_event=True))
+                return
+            self._weigh(waiter, detail)
 
         waiter.unsubscribe = self._events.subscribe(self.kind, waiter.job_name, on_event)
+
+    def _weigh(self, waiter: _Waiter, detail: dict[str, Any]) -> None:
+        """Settle ``waiter`` from an event's detail, ask it to Describe, or only note what it saw."""
+        assert waiter.wait_for is not None
+        match weigh_event(self.kind, waiter.wait_for, detail, waiter.stamp):
+            case NoNews(seen=seen):
+                waiter.stamp = seen
+            case Settled(job=job, seen=seen) if self._detail is EventDetail.DATA:
+                waiter.future.set_result(Observation(True, None, by_event=True, stamp=seen, settled=job))
+            case Settled():
+                waiter.future.set_result(
+                    Observation(True, None, by_event=True, stamp=waiter.stamp, doubt="event_detail = hint")
+                )
+            case Confirm(reason=reason):
+                waiter.future.set_result(
+                    Observation(True, None, by_event=True, stamp=waiter.stamp, doubt=reason)
+                )
 
     async def _start_events(self) -> None:
         """Resolve event mode once; subscribe the waiters registered so far."""
@@ -235,7 +281,11 @@ class JobListWatcher:
             return
         if found is None:
             return
-        self._events, self._safety_seconds = found
+        self._events, self._safety_seconds, self._detail = (
+            found.consumer,
+            found.safety_list_seconds,
+            found.detail,
+        )
         self._events.on_health_change(self._events_health_changed)
         for waiters in self._waiters.values():
             for waiter in waiters:
@@ -396,8 +446,9 @@ class JobListWatcher:
                     continue  # the pass may have listed before this job existed
                 if summary is not None:
                     waiter.seen, waiter.missing_rounds, waiter.summary = True, 0, summary
+                    waiter.stamp = JobStamp.of(self.kind, summary).newest(waiter.stamp)
                     if waiter.is_change(summary):
-                        wake.append((waiter, Observation(True, summary)))
+                        wake.append((waiter, Observation(True, summary, stamp=waiter.stamp)))
                     continue
                 waiter.missing_rounds += 1
                 if (
@@ -405,7 +456,7 @@ class JobListWatcher:
                     or waiter.missing_rounds >= MISSING_ROUNDS
                     or (listed_at is not None and waiter.created < listed_at - LISTING_GRACE)
                 ):
-                    wake.append((waiter, Observation(True, None)))
+                    wake.append((waiter, Observation(True, None, stamp=waiter.stamp)))
         for index, (waiter, observation) in enumerate(wake):
             if index and index % WAKE_BATCH == 0:
                 await asyncio.sleep(0)
@@ -426,7 +477,7 @@ def watcher_for(
     kind: JobKind,
     client_key: tuple[Any, ...],
     opener: Callable[[], Any],
-    events: Callable[[], Awaitable[tuple[EventQueueConsumer, float] | None]] | None = None,
+    events: Callable[[], Awaitable[EventMode | None]] | None = None,
 ) -> JobListWatcher:
     """The process's watcher for these connection settings (``AwsSettings.pool_key``) and job kind.
 

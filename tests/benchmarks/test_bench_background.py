@@ -14,7 +14,7 @@ from benchmarks.background import (
     JobCreator,
     history_requests,
 )
-from benchmarks.variants import ALL_VARIANTS, EVENTS, VARIANTS
+from benchmarks.variants import ALL_VARIANTS, EVENT_DETAIL_ENV, EVENT_MODES, EVENTS, EVENTS_HINT, VARIANTS
 
 #: first_step and sha256 (16 hex) of the scenario of each size before others' jobs existed: with
 #: ``--no-churn`` the benchmark must run exactly that workload, so the published tables stay reproducible.
@@ -41,7 +41,9 @@ def test_no_churn_is_the_workload_of_the_published_tables() -> None:
 def test_defaults_put_others_jobs_in_the_account() -> None:
     plan, _ = run._parse_args([])
     assert (plan.history_jobs, plan.churn_rate) == (3000, 300.0)
-    assert plan.variants == (*ALL_VARIANTS, EVENTS) == ("ours", "stock", "naive", "events")
+    assert (
+        plan.variants == (*ALL_VARIANTS, *EVENT_MODES) == ("ours", "stock", "naive", "events", "events-hint")
+    )
     assert plan.throttled_variants == ALL_VARIANTS
     workload = plan.workload(1000, False)
     assert (workload.history_jobs, workload.churn_rate) == (3000, 300.0)
@@ -59,6 +61,12 @@ def test_events_is_ours_in_event_mode_and_the_smoke_runs_it_unthrottled() -> Non
     assert events.event_mode and not ours.event_mode
     assert events.classpath == ours.classpath and events.kwargs is ours.kwargs
     assert (12, EVENTS, False) in run.SMOKE.runs() and (12, EVENTS, True) not in run.SMOKE.runs()
+
+
+def test_events_hint_is_events_with_the_earlier_use_of_event_details() -> None:
+    events, hint = VARIANTS[EVENTS], VARIANTS[EVENTS_HINT]
+    assert hint.event_mode and hint.classpath == events.classpath and hint.kwargs is events.kwargs
+    assert (events.env[EVENT_DETAIL_ENV], hint.env[EVENT_DETAIL_ENV]) == ("data", "hint")
 
 
 def test_warm_up_cap_stops_growing_past_3000_jobs() -> None:

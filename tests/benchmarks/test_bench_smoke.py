@@ -2,7 +2,8 @@
 
 Only the shape of the result is checked, never a timing: the smoke configuration is far too small
 and too fast for its numbers to mean anything. The smoke account holds others' jobs too (a history
-and a stream of new ones), and the ``events`` variant runs once, unthrottled.
+and a stream of new ones), and the event-mode variants (``events``, ``events-hint``) run once each,
+unthrottled.
 
 Nor does the test fail for a slow host: the benchmark's time budget is lifted (a run it skips would have
 no figures), and a run slower than the smoke plan's nominal budget is reported as a warning. The only
@@ -27,7 +28,7 @@ from benchmarks.run import SMOKE
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {"ours", "stock", "naive"}
-SMOKE_RUNS = {(v, False) for v in (*VARIANTS, "events")} | {(v, True) for v in VARIANTS}
+SMOKE_RUNS = {(v, False) for v in (*VARIANTS, "events", "events-hint")} | {(v, True) for v in VARIANTS}
 SMOKE_HISTORY_JOBS = 200
 #: Real seconds after which the benchmark is taken for hung, whatever the host (the smoke run takes
 #: about a minute on an idle one).
@@ -135,6 +136,7 @@ def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> Non
         _check_background(key, run)
     _check_list_pages(runs[("ours", False)])
     _check_event_route(runs[("events", False)])
+    _check_event_route(runs[("events-hint", False)])
 
     parse = result["parse"]
     assert set(parse["files"]) == {"preferences", "stock"}
@@ -147,6 +149,6 @@ def test_smoke_run_reports_every_figure_for_every_variant(tmp_path: Path) -> Non
     assert isinstance(parse["warm_parse_ratio"], Real)
 
     targets = {t["target"] for t in result["targets"]}
-    assert len(targets) == len(result["targets"]) == len(TARGET_NAMES) == 17
+    assert len(targets) == len(result["targets"]) == len(TARGET_NAMES) == 18
     machine = result["machine"]
     assert machine["nproc"] and machine["cpu_model"] and machine["ram_gib"]

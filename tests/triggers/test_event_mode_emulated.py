@@ -1,8 +1,10 @@
 """Event mode end to end in one process: the offline SageMaker's own EventBridge events, a rule, a queue.
 
 Jobs get capacity one after another while their triggers wait in event mode with a safety List cadence
-far longer than the test: each wait must end on its event, with one Describe per job. With every event
-lost, the same waits end on the safety passes; with every event duplicated, nothing is Described twice.
+far longer than the test: each wait must end on its event's detail, with no Describe (one per job with
+``[sm_prefs] event_detail = hint``). With every event lost, the same waits end on the safety passes;
+with every event duplicated, nothing is Described; with events late by more than the steps between
+them, every wait still ends with the outcome a Describe gives.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.outcome import outcome_from_describe
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
@@ -67,13 +71,16 @@ def _remove_queues(sm: Any) -> Any:
         sm.remove_event_queue(created_queues.pop())
 
 
-def run_waits(sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float) -> tuple[list[dict[str, Any]], Any]:
+def run_waits(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float, detail: str = "data"
+) -> tuple[list[dict[str, Any]], Any]:
     """N jobs, each waited for in event mode; their events and the consumer's stats."""
     name = f"sm-events-{uuid.uuid4().hex[:8]}"
     url = sm.create_event_queue(name)
     created_queues.append(name)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", str(safety))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_DETAIL", detail)
     client = sm.boto3_client("sagemaker")
     names = [f"evm-{i:02d}" for i in range(N)]
     created = {}
@@ -117,15 +124,49 @@ def describes(sm: Any) -> dict[str, int]:
     return {name: ops.get("DescribeTrainingJob", 0) for name, ops in sm.stats()["jobs"].items()}
 
 
-def test_every_wait_ends_on_its_event_with_one_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+#: Outcome fields that do not move once a job runs (its status and secondary status do).
+FIXED = ("job_arn", "selected_instance_type", "selected_instance_count", "preference_rank", "pending_seconds")
+
+
+def outcomes_as_described(sm: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The outcome a Describe of each job gives now, for the fields that do not move once it runs."""
+    client = sm.boto3_client("sagemaker")
+    described = []
+    for event in events:
+        describe = client.describe_training_job(TrainingJobName=event["job_name"])
+        outcome = outcome_from_describe(JobKind.TRAINING, describe)
+        described.append({k: getattr(outcome, k) for k in FIXED})
+    return described
+
+
+def fixed_fields(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: e["outcome"][k] for k in FIXED} for e in events]
+
+
+def test_every_wait_ends_on_its_events_detail_with_no_describe(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sm.load_scenario(scenario())
     events, stats = run_waits(sm, monkeypatch, safety=600)
     assert [e["status"] for e in events] == ["success"] * N
     assert [e["outcome"]["selected_instance_type"] for e in events] == [G5] * N
-    # One Describe by the test before the wait, one by the trigger after its event.
-    assert set(describes(sm).values()) == {2}
+    # One Describe by the test before the wait, none by the trigger: the event's detail was enough.
+    assert set(describes(sm).values()) == {1}
+    assert fixed_fields(events) == outcomes_as_described(sm, events)
     assert stats.woke >= N
     # The first pass of the List loop, nothing after: the safety cadence is 600 s.
+    assert sm.stats()["operations"]["ListTrainingJobs"] <= 2
+
+
+def test_with_event_detail_hint_every_event_costs_one_describe(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier behaviour, kept as a setting: an event only wakes the trigger, which Describes its job."""
+    sm.load_scenario(scenario())
+    events, stats = run_waits(sm, monkeypatch, safety=600, detail="hint")
+    assert [e["status"] for e in events] == ["success"] * N
+    # One Describe by the test before the wait, one by the trigger after its event.
+    assert set(describes(sm).values()) == {2}
     assert sm.stats()["operations"]["ListTrainingJobs"] <= 2
 
 
@@ -139,9 +180,19 @@ def test_with_every_event_lost_the_safety_passes_end_the_waits(
     assert sm.stats()["events"]["lost"] > 0
 
 
-def test_duplicated_events_cost_no_second_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_duplicated_events_cost_no_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     sm.load_scenario({**scenario(), "events": {"duplicate_rate": 1.0}})
     events, stats = run_waits(sm, monkeypatch, safety=600)
     assert [e["status"] for e in events] == ["success"] * N
-    assert set(describes(sm).values()) == {2}
-    assert sm.stats()["events"]["duplicated"] > 0
+    assert set(describes(sm).values()) == {1}
+    assert stats.duplicates > 0 or sm.stats()["events"]["duplicated"] > 0
+
+
+def test_late_events_still_end_every_wait_with_the_outcome_a_describe_gives(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events delivered later than the steps between them: each job's is still its newest view."""
+    sm.load_scenario({**scenario(), "events": {"delay_seconds": 3 * PACE}})
+    events, _ = run_waits(sm, monkeypatch, safety=600)
+    assert [e["status"] for e in events] == ["success"] * N
+    assert fixed_fields(events) == outcomes_as_described(sm, events)

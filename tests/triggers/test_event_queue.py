@@ -13,18 +13,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from aiobotocore.session import get_session
 
+from airflow_provider_sm_prefs.domain.events import event_from_describe
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import build_request
+from airflow_provider_sm_prefs.domain.status import phase_of
 from airflow_provider_sm_prefs.triggers import eventbridge_queue
+from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
 from airflow_provider_sm_prefs.triggers.eventbridge_messages import PRESENCE, parse_event
-from airflow_provider_sm_prefs.triggers.eventbridge_mode import configured_queue_url
+from airflow_provider_sm_prefs.triggers.eventbridge_mode import (
+    EventDetail,
+    configured_queue_url,
+    event_detail,
+)
 from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 from offline_sagemaker.jobs import training_config
 
@@ -195,6 +202,18 @@ def test_the_queue_comes_from_the_connection_extra_else_the_config(monkeypatch: 
 # ------------------------------------------------------------------------------ consumer, real SQS
 
 
+def test_event_detail_is_data_unless_set_to_hint_and_a_wrong_value_names_the_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__EVENT_DETAIL", raising=False)
+    assert event_detail() is EventDetail.DATA
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_DETAIL", " Hint ")
+    assert event_detail() is EventDetail.HINT
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_DETAIL", "trust")
+    with pytest.raises(ValueError, match=r"\[sm_prefs\] event_detail: 'trust' is not one of data, hint"):
+        event_detail()
+
+
 def test_a_watched_jobs_event_wakes_it_and_is_deleted_a_duplicate_too(sm: Any) -> None:
     url = new_queue(sm)
     sqs = sm.boto3_client("sqs")
@@ -351,7 +370,7 @@ def consumer_of(url: str) -> EventQueueConsumer:
     return found[0]
 
 
-def test_in_event_mode_an_event_wakes_the_trigger_and_listing_slows_down(
+def test_in_event_mode_an_events_detail_ends_the_wait_without_a_describe_and_listing_slows_down(
     sm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sm.load_scenario(FROZEN)
@@ -372,20 +391,165 @@ def test_in_event_mode_an_event_wakes_the_trigger_and_listing_slows_down(
         listed_before.append(sm.stats()["operations"].get("ListTrainingJobs", 0))
         await asyncio.sleep(2.0)  # ten List passes at poll_interval=0.2, had it applied
         now = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName="ev-1")
+        details.append(now)
         described.append(sm.stats()["jobs"]["ev-1"]["DescribeTrainingJob"])
         consumers.append(consumer_of(url))
         sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, as_detail(now)))
 
+    details: list[dict[str, Any]] = []
     described: list[int] = []
     consumers: list[EventQueueConsumer] = []
     event = run_trigger(sm, "ev-1", describe, steps)
     assert event["status"] == "success", event
+    # The outcome a Describe gives, read off the event's detail.
+    expected = event_from_describe(
+        JobKind.TRAINING,
+        "capacity",
+        details[0],
+        phase_of(JobKind.TRAINING, details[0]),
+        now=details[0]["LastModifiedTime"],
+    )
+    assert event["outcome"] == expected.outcome
     assert event["outcome"]["selected_instance_type"] == G5
     # No List pass from the capacity to the event: the safety cadence applies, and the event woke it.
     assert sm.stats()["operations"]["ListTrainingJobs"] == listed_before[0]
-    # The trigger Described the job once, after the event (the rest are the test's own).
-    assert sm.stats()["jobs"]["ev-1"]["DescribeTrainingJob"] == described[0] + 1
+    # The trigger did not Describe the job: the detail was newer than the listed summary and complete.
+    assert sm.stats()["jobs"]["ev-1"]["DescribeTrainingJob"] == described[0]
     assert consumers[0].stats.woke == 1
+
+
+def wait_in_event_mode(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, name: str
+) -> tuple[str, dict[str, Any], Callable[[], int]]:
+    """A Pending job and event mode on a new queue, safety passes far apart: the queue, the job's
+    Describe, and the count of its Describes so far."""
+    sm.load_scenario(FROZEN)
+    url = new_queue(sm)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_QUEUE_URL", url)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__EVENT_SAFETY_LIST_SECONDS", SAFETY_LIST_SECONDS)
+    describe = pending_job(sm, name)
+    return url, describe, lambda: int(sm.stats()["jobs"][name].get("DescribeTrainingJob", 0))
+
+
+async def listed_and_reading(sm: Any, url: str) -> EventQueueConsumer:
+    """The first List pass has seen the job (the wait knows where it stands) and the queue is read."""
+    await wait_until(lambda: any(c.healthy for c in eventbridge_queue._CONSUMERS.values()), "event mode")
+    await wait_until(lambda: sm.stats()["operations"].get("ListTrainingJobs", 0) > 0, "the first List pass")
+    return consumer_of(url)
+
+
+def selected_detail(describe: dict[str, Any], modified: datetime) -> dict[str, Any]:
+    """``describe`` (Pending) as the detail of an event saying G5 was selected, last modified at ``modified``."""
+    detail = as_detail(describe)
+    detail["SecondaryStatus"] = "Downloading"
+    detail["ResourceConfig"] = {
+        **detail["ResourceConfig"],
+        "SelectedInstanceType": G5,
+        "SelectedInstanceCount": 4,
+    }
+    detail["LastModifiedTime"] = int(modified.timestamp() * 1000)
+    return detail
+
+
+def test_in_event_mode_a_late_event_older_than_what_the_wait_saw_is_described_not_trusted(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event claiming a selection, older than the summary the wait listed, and one about another job:
+    neither ends the wait. The late one costs a Describe (which shows the job still Pending); then the
+    real selection's event ends it from its detail."""
+    url, describe, describes = wait_in_event_mode(sm, monkeypatch, "ev-late")
+    sqs = sm.boto3_client("sqs")
+    counts: list[int] = []
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await listed_and_reading(sm, url)
+        before = describes()
+        late = selected_detail(describe, describe["LastModifiedTime"] - timedelta(seconds=30))
+        other = selected_detail(describe, describe["LastModifiedTime"] + timedelta(hours=1))
+        sqs.send_message(
+            QueueUrl=url, MessageBody=envelope(TRAINING, {**other, "TrainingJobName": "ev-other"})
+        )
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, late))
+        # Had the wait trusted the late event, it would have ended without this Describe.
+        await wait_until(lambda: describes() > before, "the Describe the late event asks for")
+        await wait_until(lambda: subscribed("ev-late"), "the wait to listen again")
+        counts.append(describes())
+        sm.advance(G5_FREE_AT)
+        now = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName="ev-late")
+        counts.append(describes())
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, as_detail(now)))
+
+    event = run_trigger(sm, "ev-late", describe, steps)
+    assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G5
+    # The selection's own event cost no Describe.
+    assert describes() == counts[1]
+
+
+def test_in_event_mode_a_duplicate_of_what_the_wait_saw_is_described(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopping job (a change that does not end a capacity wait) and the same event again under another
+    id (what the consumer cannot drop by id): each costs a Describe, neither is trusted; the job's end
+    (no selection: the detail cannot tell that from a missing field) is Described too."""
+    url, describe, describes = wait_in_event_mode(sm, monkeypatch, "ev-dup")
+    sqs = sm.boto3_client("sqs")
+    client = sm.boto3_client("sagemaker")
+    counts: list[int] = []
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await listed_and_reading(sm, url)
+        client.stop_training_job(TrainingJobName="ev-dup")
+        stopping = as_detail(client.describe_training_job(TrainingJobName="ev-dup"))
+        assert stopping["TrainingJobStatus"] == "Stopping"
+        counts.append(describes())
+        for round_ in (1, 2):
+            sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, stopping))
+            await wait_until(lambda r=round_: describes() == counts[0] + r, f"Describe {round_}")
+            await wait_until(lambda: subscribed("ev-dup"), "the wait to listen again")
+        sm.advance(120)
+        stopped = client.describe_training_job(TrainingJobName="ev-dup")
+        counts.append(describes())
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, as_detail(stopped)))
+
+    event = run_trigger(sm, "ev-dup", describe, steps)
+    assert event["status"] == "error" and event["job_status"] == "Stopped", event
+    assert describes() == counts[1] + 1
+
+
+@pytest.mark.parametrize("field", ["SelectedInstanceType", "SelectedInstanceCount"])
+def test_in_event_mode_a_detail_missing_the_selection_is_described(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
+    name = f"ev-miss-{field[8:].lower()}"
+    url, describe, describes = wait_in_event_mode(sm, monkeypatch, name)
+    sqs = sm.boto3_client("sqs")
+    counts: list[int] = []
+
+    async def steps(trig: SageMakerCapacityTrigger) -> None:
+        await listed_and_reading(sm, url)
+        sm.advance(G5_FREE_AT)
+        now = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName=name)
+        counts.append(describes())
+        detail = as_detail(now)
+        del detail["ResourceConfig"][field]
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, detail))
+
+    event = run_trigger(sm, name, describe, steps)
+    # The outcome comes from the Describe the incomplete detail asked for.
+    assert event["status"] == "success"
+    assert (
+        event["outcome"]["selected_instance_type"] == G5 and event["outcome"]["selected_instance_count"] == 4
+    )
+    assert describes() == counts[0] + 1
+
+
+def subscribed(name: str) -> bool:
+    """A wait for ``name`` listens to the queue (between two looks it is briefly not subscribed)."""
+    return any(
+        w.unsubscribe is not None and not w.future.done()
+        for watcher in list(watcher_module._WATCHERS.values())
+        for w in list(watcher._waiters.get(name, []))
+    )
 
 
 def test_in_event_mode_a_lost_event_costs_one_safety_pass_not_the_wait(
