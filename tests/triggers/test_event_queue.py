@@ -226,7 +226,9 @@ def test_a_watched_jobs_event_wakes_it_and_is_deleted_a_duplicate_too(sm: Any) -
         body = envelope(TRAINING, {"TrainingJobName": "job-a", "SecondaryStatus": "Downloading"}, "dup-1")
         sqs.send_message(QueueUrl=url, MessageBody=body)
         sqs.send_message(QueueUrl=url, MessageBody=body)  # EventBridge may deliver an event twice
-        await wait_until(lambda: consumer.stats.duplicates == 1, "both copies")
+        # At least the second copy; on a loaded host SQS may hand a copy back again after its visibility
+        # timeout, which is one more duplicate, never a second wake.
+        await wait_until(lambda: consumer.stats.duplicates >= 1, "both copies")
         unsubscribe()
         await wait_until(lambda: drained(sqs, url), "every handled message deleted")
         return got, consumer
