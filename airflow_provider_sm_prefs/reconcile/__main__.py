@@ -10,10 +10,11 @@ Exit status: 0 when the pass ran without errors, 1 when a stop failed, 2 when no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 
@@ -74,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds=args.kinds or [k.value for k in JobKind],
         max_calls_per_second=args.max_calls_per_second,
     )
-    report = reconciler.run()
+    with _stdout_to_stderr() if args.json else contextlib.nullcontext():
+        report = reconciler.run()
     summary = report.as_dict()
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
@@ -86,6 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{summary['errors']} errors"
         )
     return 1 if summary["errors"] else 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Everything written to standard output meanwhile goes to standard error, at the descriptor: Airflow's
+    logging (the connection lookup, the pass's own table) writes to stdout through streams it opened
+    itself, and ``--json`` promises a stdout a program can parse."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 if __name__ == "__main__":
