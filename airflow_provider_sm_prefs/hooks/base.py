@@ -13,6 +13,9 @@ this hook changes two things about them:
 * on the async clients (the triggers' shared client, one per process and settings), the STS call of a
   refresh runs in a thread: the amazon provider hands aiobotocore its blocking refresh, which would hold
   the triggerer's event loop, and every wait in it, for the length of each AssumeRole.
+* a token AWS refuses as expired while botocore takes it for fresh (the host's clock behind AWS's) is
+  renewed and the call sent again, once per call, on the sync and the async clients alike
+  (:mod:`~.renewal`); a second refusal right after raises :class:`~.renewal.AwsTokenExpiredError`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
+from airflow_provider_sm_prefs.hooks.renewal import TokenRenewal, renewable
 from airflow_provider_sm_prefs.hooks.retry import (
     error_code,
     error_message,
@@ -101,12 +105,18 @@ class _RefreshingSessionFactory(BaseSessionFactory):
                 super()._refresh_credentials, conn_id, role_arn
             )
         session = super()._create_session_with_assume_role(session_kwargs, deferrable=deferrable)
-        # aiobotocore's refreshable credentials keep the refresh function here; an amazon provider or
-        # aiobotocore that keeps it elsewhere gets its own (blocking) refresh rather than a broken session.
-        credentials: Any = getattr(session, "_credentials", None) if deferrable else None
+        # (aio)botocore's refreshable credentials keep the refresh function here; an amazon provider or
+        # (aio)botocore that keeps it elsewhere gets its own refresh (blocking, on the async clients) and no
+        # renewal of refused tokens, rather than a broken session.
+        credentials: Any = getattr(session, "_credentials", None) if deferrable else session.get_credentials()
         refresh = getattr(credentials, "_refresh_using", None)
-        if callable(refresh):
-            credentials._refresh_using = _in_thread(refresh)
+        if not callable(refresh):
+            return session
+        if renewable(credentials):
+            renewal = TokenRenewal(credentials, conn_id, role_arn)
+            refresh = renewal.counting(refresh)
+            renewal.register(session if deferrable else session.events, asynchronous=deferrable)
+        credentials._refresh_using = _in_thread(refresh) if deferrable else refresh
         return session
 
 

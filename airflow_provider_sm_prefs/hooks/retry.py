@@ -20,6 +20,9 @@ Two mechanisms, never multiplied:
     error (the triggers' Describe): each try is one botocore call with its own retries, then a
     backoff; a deadline elsewhere bounds the wait.
 
+A session token AWS refuses as expired before its reported expiry (:data:`EXPIRED_TOKEN_CODES`) is neither
+layer's: :mod:`.renewal` renews the credentials and has botocore send the request once more.
+
 Throttling, 5xx answers and dropped connections never fail a wait by themselves; every other error is
 the caller's to handle. The retriable codes are the amazon provider's (``RETRIABLE_ERROR_CODES``) plus
 the few more SageMaker and other JSON services answer with. docs/limits.md "Retries" states the budget.
@@ -59,6 +62,10 @@ TRANSIENT_CODES = frozenset(RETRIABLE_ERROR_CODES) | {
     "ServiceUnavailableException",
 }
 NOT_FOUND_MESSAGE = "Requested resource not found"
+#: Error codes of a session token AWS takes for expired (the list the AWS SDK for Go treats so): never
+#: retried as they are; the connection's credentials are renewed once and the request sent again
+#: (:mod:`.renewal`, in botocore's retry step).
+EXPIRED_TOKEN_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired"})
 
 #: botocore's retry mode for every client the provider builds: the mode every AWS SDK shares
 #: (throttling and 5xx retried with capped full-jitter backoff, a client-wide retry quota that stops

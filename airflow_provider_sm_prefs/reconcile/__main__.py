@@ -10,12 +10,17 @@ Exit status: 0 when the pass ran without errors, 1 when a stop failed, 2 when no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+
+if TYPE_CHECKING:
+    from airflow_provider_sm_prefs.reconcile import ReconcileReport
 
 __all__ = ["main"]
 
@@ -51,6 +56,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # --json promises a standard output a program can parse: the report alone.
+    with _stdout_to_stderr() if args.json else contextlib.nullcontext():
+        report = _pass(args)
+    if isinstance(report, int):
+        return report
+    summary = report.as_dict()
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(report.table())
+        print(
+            f"\n{'dry run: ' if report.dry_run else ''}{summary['seen']} running, {summary['stopped']} stopped, "
+            f"{summary['would_stop']} would stop, {summary['kept']} kept, {summary['unattributed']} not judged, "
+            f"{summary['errors']} errors"
+        )
+    return 1 if summary["errors"] else 0
+
+
+def _pass(args: argparse.Namespace) -> ReconcileReport | int:
+    """One pass as ``args`` say: its report, or the exit status when nothing could be judged."""
     from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
     from airflow_provider_sm_prefs.reconcile import Reconciler, RestApiTaskStates, StateUnavailable
 
@@ -74,18 +99,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds=args.kinds or [k.value for k in JobKind],
         max_calls_per_second=args.max_calls_per_second,
     )
-    report = reconciler.run()
-    summary = report.as_dict()
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print(report.table())
-        print(
-            f"\n{'dry run: ' if report.dry_run else ''}{summary['seen']} running, {summary['stopped']} stopped, "
-            f"{summary['would_stop']} would stop, {summary['kept']} kept, {summary['unattributed']} not judged, "
-            f"{summary['errors']} errors"
-        )
-    return 1 if summary["errors"] else 0
+    return reconciler.run()
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Everything written to standard output meanwhile goes to standard error, at the descriptor: Airflow's
+    logging (provider discovery, the connection lookup, HTTP requests, the pass's own table) writes to
+    stdout through streams it set up itself, which no ``sys.stdout`` swap reaches."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 if __name__ == "__main__":

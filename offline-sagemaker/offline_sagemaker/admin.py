@@ -22,7 +22,7 @@ _FAULT_FIELDS = frozenset(
     {"throttle_rate", "error_rate", "latency_ms", "drop_rate", "rate_limits", "response_latency_ms"}
 )
 _EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
-_CREDENTIAL_FIELDS = frozenset({"revoked_roles", "reject_unknown_tokens"})
+_CREDENTIAL_FIELDS = frozenset({"revoked_roles", "reject_unknown_tokens", "skew_seconds"})
 
 Answer = tuple[int, Any]
 
@@ -61,7 +61,10 @@ class AdminTarget(Protocol):
     ) -> dict[str, Any]: ...
     def credential_settings(self) -> dict[str, Any]: ...
     def set_credentials(
-        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
+        self,
+        revoked_roles: list[str] | None = None,
+        reject_unknown_tokens: bool | None = None,
+        skew_seconds: float | None = None,
     ) -> dict[str, Any]: ...
 
 

@@ -234,13 +234,19 @@ class EmulatorControls:
         return result
 
     def set_credentials(
-        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
+        self,
+        revoked_roles: list[str] | None = None,
+        reject_unknown_tokens: bool | None = None,
+        skew_seconds: float | None = None,
     ) -> dict[str, Any]:
         """Change the emulated STS: ``revoked_roles`` (role ARNs) replaces the roles that AssumeRole and
         AssumeRoleWithWebIdentity refuse with ``AccessDenied`` (``[]`` clears it; credentials already issued
         stay valid until they expire); ``reject_unknown_tokens`` refuses every session token the emulator
-        did not issue (``InvalidClientTokenId``/``UnrecognizedClientException``). None keeps a setting.
-        Returns the settings in force. A reset clears both and forgets the issued sessions.
+        did not issue (``InvalidClientTokenId``/``UnrecognizedClientException``); ``skew_seconds`` makes
+        every issued session, those issued before too, expire that many emulated seconds before the
+        ``Expiration`` reported for it (AWS's clock ahead of the host's: refused as expired while the
+        client still takes it for fresh). None keeps a setting. Returns the settings in force. A reset
+        clears them all and forgets the issued sessions.
         """
         body: dict[str, Any] = {}
         if revoked_roles is not None:
@@ -248,6 +254,8 @@ class EmulatorControls:
             body["revoked_roles"] = revoked_roles if isinstance(revoked_roles, str) else list(revoked_roles)
         if reject_unknown_tokens is not None:
             body["reject_unknown_tokens"] = reject_unknown_tokens
+        if skew_seconds is not None:
+            body["skew_seconds"] = skew_seconds
         result: dict[str, Any] = self._call("POST", "credentials", body)
         return result
 
@@ -258,7 +266,8 @@ class EmulatorControls:
         return self.set_credentials(revoked_roles=sorted({*revoked, role_arn}))
 
     def credential_settings(self) -> dict[str, Any]:
-        """The emulated STS's settings: ``revoked_roles``, ``reject_unknown_tokens``, ``sessions`` issued."""
+        """The emulated STS's settings: ``revoked_roles``, ``reject_unknown_tokens``, ``skew_seconds``,
+        ``sessions`` issued, requests ``refused``."""
         result: dict[str, Any] = self._call("GET", "credentials")
         return result
 

@@ -160,12 +160,16 @@ class EmulatorService:
             )
 
     def set_credentials(
-        self, revoked_roles: list[str] | None = None, reject_unknown_tokens: bool | None = None
+        self,
+        revoked_roles: list[str] | None = None,
+        reject_unknown_tokens: bool | None = None,
+        skew_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """Replace the roles AssumeRole refuses (``AccessDenied``) and whether session tokens the emulator
-        did not issue are refused; None keeps a setting. Returns the settings in force."""
+        """Replace the roles AssumeRole refuses (``AccessDenied``), whether session tokens the emulator
+        did not issue are refused, and how many emulated seconds before their reported ``Expiration``
+        issued sessions expire; None keeps a setting. Returns the settings in force."""
         with self.lock:
-            self.credentials.update(revoked_roles, reject_unknown_tokens)
+            self.credentials.update(revoked_roles, reject_unknown_tokens, skew_seconds)
         return self.credential_settings()
 
     def credential_settings(self) -> dict[str, Any]:

@@ -9,6 +9,8 @@ Issued credentials are ``ASIA...`` keys with a session token starting with :data
 :meth:`CredentialStore.check`: an issued token past its expiry is *expired*; a token with the emulator's
 prefix that it did not issue (or forgot in a reset) is *invalid*; any other token is invalid only when
 ``reject_unknown_tokens`` is on (off by default, so clients with made-up session tokens keep working).
+``skew_seconds`` makes every issued session expire that many emulated seconds before the ``Expiration``
+reported for it: AWS's clock ahead of the host's, as a client that trusts ``Expiration`` meets it.
 :func:`refusal` renders the refusal in the protocol of the service called.
 
 Clients decide when to refresh from the host clock, so ``Expiration`` is reported in host time: host now +
@@ -95,6 +97,9 @@ class CredentialStore:
     sessions: dict[str, Session] = field(default_factory=dict)
     revoked_roles: set[str] = field(default_factory=set)
     reject_unknown_tokens: bool = False
+    #: Emulated seconds by which every issued session expires before its reported ``Expiration``: the
+    #: check below runs that far ahead of the clock the expiry is reported from (clock skew).
+    skew_seconds: float = 0.0
     #: Requests refused so far, per :class:`Refusal` kind (read-only, reported by :meth:`settings`).
     refused: dict[str, int] = field(default_factory=lambda: {Refusal.EXPIRED: 0, Refusal.INVALID: 0})
 
@@ -110,7 +115,7 @@ class CredentialStore:
             return None
         session = self.sessions.get(token)
         if session is not None:
-            return Refusal.EXPIRED if now >= session.expires else None
+            return Refusal.EXPIRED if now + self.skew_seconds >= session.expires else None
         if token.startswith(TOKEN_PREFIX) or self.reject_unknown_tokens:
             return Refusal.INVALID
         return None
@@ -120,12 +125,18 @@ class CredentialStore:
         return {
             "revoked_roles": sorted(self.revoked_roles),
             "reject_unknown_tokens": self.reject_unknown_tokens,
+            "skew_seconds": self.skew_seconds,
             "sessions": len(self.sessions),
             "refused": dict(self.refused),
         }
 
-    def update(self, revoked_roles: Iterable[str] | None, reject_unknown_tokens: bool | None) -> None:
-        """Replace the revoked roles (None keeps them) and the strictness (None keeps it)."""
+    def update(
+        self,
+        revoked_roles: Iterable[str] | None,
+        reject_unknown_tokens: bool | None,
+        skew_seconds: float | None = None,
+    ) -> None:
+        """Replace the revoked roles, the strictness and the skew; None keeps a setting."""
         if revoked_roles is not None:
             if isinstance(revoked_roles, str) or not all(isinstance(r, str) for r in revoked_roles):
                 raise ValueError("revoked_roles: must be a list of role ARNs")
@@ -134,6 +145,14 @@ class CredentialStore:
             if not isinstance(reject_unknown_tokens, bool):
                 raise ValueError("reject_unknown_tokens: must be true or false")
             self.reject_unknown_tokens = reject_unknown_tokens
+        if skew_seconds is not None:
+            if (
+                isinstance(skew_seconds, bool)
+                or not isinstance(skew_seconds, int | float)
+                or skew_seconds < 0
+            ):
+                raise ValueError("skew_seconds: must be a number of seconds >= 0")
+            self.skew_seconds = float(skew_seconds)
 
     # ----------------------------------------------------------------------------------- the API
 

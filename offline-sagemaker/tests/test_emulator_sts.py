@@ -185,6 +185,51 @@ def test_expiration_on_a_frozen_clock_is_far_in_host_time(world: OfflineSageMake
     assert expiration >= now + datetime.timedelta(seconds=FROZEN_EXPIRATION_SECONDS - 60)
 
 
+def test_a_skew_expires_sessions_before_their_reported_expiration(world: OfflineSageMaker) -> None:
+    """AWS's clock ahead of the host's: the token is refused as expired while its reported ``Expiration``
+    (what botocore trusts; a year ahead on the frozen clock) is still far off."""
+    credentials = _assume(world, duration=3600)
+    sagemaker, sqs, sts = (_client(world, name, credentials) for name in ("sagemaker", "sqs", "sts"))
+    world.advance(1000)
+    sagemaker.list_training_jobs()
+    assert world.credential_settings()["skew_seconds"] == 0
+    # 2599 seconds of skew on a one-hour session 1000 seconds old: one second left.
+    world.set_credentials(skew_seconds=2599)
+    sagemaker.list_training_jobs()
+    # Sessions issued before the skew was set are judged by it too.
+    assert world.set_credentials(skew_seconds=2600)["skew_seconds"] == 2600
+    assert _code(sagemaker.list_training_jobs)[0] == "ExpiredTokenException"
+    assert _code(sqs.list_queues)[0] == "ExpiredToken"
+    assert _code(sts.get_caller_identity)[0] == "ExpiredToken"
+    assert credentials["Expiration"] > datetime.datetime.now(datetime.timezone.utc)
+    assert world.credential_settings()["refused"]["expired"] == 3
+    # A session issued now lasts its duration less the skew.
+    fresh = _client(world, "sagemaker", _assume(world, duration=3600))
+    world.advance(999)
+    fresh.list_training_jobs()
+    world.advance(1)
+    assert _code(fresh.list_training_jobs)[0] == "ExpiredTokenException"
+    # A reset clears it.
+    world.reset()
+    assert world.credential_settings()["skew_seconds"] == 0
+
+
+def test_a_skew_leaves_the_reported_expiration_as_it_was(emulator: OfflineSageMaker) -> None:
+    emulator.load_scenario(frozen(time_scale=60))
+    emulator.set_credentials(skew_seconds=3000)
+    before = datetime.datetime.now(datetime.timezone.utc)
+    expiration = _assume(emulator, duration=3600)["Expiration"]
+    after = datetime.datetime.now(datetime.timezone.utc)
+    assert before + datetime.timedelta(seconds=58) <= expiration <= after + datetime.timedelta(seconds=61)
+
+
+def test_skew_must_be_a_non_negative_number(world: OfflineSageMaker) -> None:
+    for bad in (-1, "60", True):
+        with pytest.raises(ValueError, match="skew_seconds: must be a number of seconds >= 0"):
+            world.set_credentials(skew_seconds=bad)  # type: ignore[arg-type]
+    assert world.credential_settings()["skew_seconds"] == 0
+
+
 def test_web_identity_needs_no_signature(world: OfflineSageMaker) -> None:
     session = botocore.session.get_session()
     sts = session.create_client(

@@ -22,46 +22,15 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
+from tests.assumed_role import LIFETIME, ROLE, assumed_role_connection
 from tests.operators.test_dag_runs import logs, training_config
 
 pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.realclock]
 
 G6 = "ml.g6.48xlarge"
-ROLE = "arn:aws:iam::123456789012:role/airflow-sm-prefs-waits"
-LIFETIME = 900  # emulated seconds of one session (AssumeRole's minimum)
 TIME_SCALE = 600  # emulated seconds per real second: a session lasts 1.5 real seconds
 SCARCE = 4 * 3600  # the only choice has no capacity for 4 emulated hours (24 real seconds) after load
 PREFS = [{"instance_type": G6, "instance_count": 2}]
-
-
-def assumed_role_connection(
-    sm: Any, monkeypatch: pytest.MonkeyPatch, token_file: Path | None = None, conn_id: str = "aws_default"
-) -> None:
-    """``conn_id`` assumes :data:`ROLE` at the emulator's STS for every client the provider opens: with
-    AssumeRole, or with AssumeRoleWithWebIdentity and the token in ``token_file`` when one is given.
-
-    STS calls go to the connection's ``service_config.sts.endpoint_url`` (the amazon provider never
-    sends them to the global ``endpoint_url``); the long-term keys only sign the AssumeRole calls.
-    """
-    env = sm.airflow_env(conn_id=conn_id)
-    name = f"AIRFLOW_CONN_{conn_id.upper()}"
-    connection = json.loads(env[name])
-    connection["extra"].update(
-        role_arn=ROLE,
-        assume_role_method="assume_role",
-        assume_role_kwargs={"DurationSeconds": LIFETIME},
-        service_config={"sts": {"endpoint_url": sm.endpoint_url}},
-    )
-    if token_file is not None:
-        token_file.write_text("header.eyJzdWIiOiAiYWlyZmxvdy13b3JrZXIifQ.signature")
-        connection["extra"].update(
-            assume_role_method="assume_role_with_web_identity",
-            assume_role_with_web_identity_federation="file",
-            assume_role_with_web_identity_token_file=str(token_file),
-        )
-    env[name] = json.dumps(connection)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
 
 
 def scarce_then_free(seconds: int = SCARCE) -> dict[str, Any]:
