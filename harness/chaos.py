@@ -30,7 +30,11 @@ Afterwards, from the offline SageMaker's own ledger of jobs and Airflow's REST A
 * **foreign failures**: failed tasks other than the ``timeout`` ones, or a ``timeout`` task whose log does
   not show ``CapacityTimeoutError``;
 * **records**: every successful task's XCom record (job name, ARN, selected type and count, rank, status)
-  against the job's ``DescribeTrainingJob``.
+  against the job's ``DescribeTrainingJob``;
+* **wrong stops**: the reconciler runs throughout (:mod:`harness.reconciling`, a ``--stop`` pass every
+  30 s, failing passes counted while the api-server or the database is down); a job it stopped whose
+  task still owned it (running, deferred, queued, scheduled, up for retry) is a wrong stop. Its stop
+  count is reported.
 
 It writes ``build/reliability/chaos.json`` and ``chaos.md`` (kills by component and instant, invariants,
 task outcomes, peak memory per component) and exits non-zero unless every invariant holds;
@@ -60,6 +64,7 @@ from typing import Any, TypeVar
 import httpx
 
 from harness.deployment import LocalAirflow, local_airflow
+from harness.reconciling import ReconcilerLoop
 from harness.redis import REDIS
 from harness.rest import TERMINAL_RUN_STATES
 from harness.soak import MemorySampler
@@ -438,6 +443,7 @@ def passed(result: Mapping[str, Any]) -> bool:
     return (
         not any(result[key] for key in ("duplicates", "unattended", "foreign_failures", "record_mismatches"))
         and result["records_checked"] > 0
+        and not result.get("reconciler", {}).get("wrong_stops")
     )
 
 
@@ -468,7 +474,7 @@ def run_chaos(af: LocalAirflow, *, fleet: int, kills: int, seed: int, timeout: f
         hold=lambda: set(driver.down),
         on_restart=lambda name, code: _log(f"{name} exited ({code}); restarted, as its orchestrator would"),
     )
-    with keeper, MemorySampler(af, components=memory_components(af)) as memory:
+    with keeper, MemorySampler(af, components=memory_components(af)) as memory, ReconcilerLoop(af) as rec:
         driver.drive(lambda: finished() or time.monotonic() > deadline)
         _log(f"{len(run.kills)} kills done; waiting for the run to finish")
         while not finished() and time.monotonic() < deadline:
@@ -482,6 +488,7 @@ def run_chaos(af: LocalAirflow, *, fleet: int, kills: int, seed: int, timeout: f
         memory.sample()
     af.sm.set_faults(response_latency_ms={})
     result = check(af, run_id, specs, prefix)
+    result["reconciler"] = rec.ledger.as_dict()
     if timed_out:
         result["foreign_failures"].append(f"the run did not finish within {timeout:.0f}s")
     run.exits = [f"{name} (exit {code})" for name, code in keeper.restarts]
@@ -562,6 +569,8 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
         f"XCom records differing from Describe {len(r['record_mismatches'])} of {r['records_checked']} checked. "
         f"{'All hold.' if data['ok'] else '**Not all hold.**'}",
         "",
+        _reconciler_line(r.get("reconciler")),
+        "",
         f"**Tasks**: {data['fleet']} mapped ({_pairs(r['tasks_by_kind'])}); final states {_pairs(r['task_states'])}; "
         f"tries {_pairs(r['task_tries'])}; capacity timeouts {len(r['capacity_timeouts'])}. "
         f"**Jobs**: {r['jobs_created']} created ({_pairs(r['jobs_by_kind'])}), {r['jobs_resubmitted']} "
@@ -600,7 +609,21 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
     ):
         if r[key]:
             lines += ["", f"{title}:", *(f"- {item}" for item in r[key])]
+    wrong = (r.get("reconciler") or {}).get("wrong_stops")
+    if wrong:
+        lines += ["", "Wrong stops:", *(f"- {item}" for item in wrong)]
     return "\n".join(lines) + "\n"
+
+
+def _reconciler_line(ledger: Mapping[str, Any] | None) -> str:
+    if not ledger:
+        return "**Reconciler**: not run."
+    return (
+        f"**Reconciler** (a `sm-prefs-reconcile --stop` pass every 30 s throughout): {ledger['passes']} passes "
+        f"({ledger['failed_passes']} could not run while a component was down), {len(ledger['stopped'])} jobs "
+        f"stopped, **{len(ledger['wrong_stops'])} wrong stops** (a job whose task still owned it), "
+        f"{ledger['errors']} errors."
+    )
 
 
 def _pairs(counts: Mapping[str, Any]) -> str:

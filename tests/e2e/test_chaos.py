@@ -53,7 +53,9 @@ def test_kills_at_any_instant_lose_nothing_and_leave_no_job_running(
         outcome=", ".join(f"{n} {s}" for s, n in result["task_states"].items())
         + f"; {len(result['capacity_timeouts'])} set capacity timeouts, "
         f"{len(result['foreign_failures'])} other failures; {len(result['duplicates'])} duplicate jobs; "
-        f"{len(result['record_mismatches'])} of {result['records_checked']} XCom records differ from Describe",
+        f"{len(result['record_mismatches'])} of {result['records_checked']} XCom records differ from Describe; "
+        f"reconciler throughout: {len(result['reconciler']['stopped'])} stopped, "
+        f"{len(result['reconciler']['wrong_stops'])} wrong stops",
         jobs_created=result["jobs_created"],
         unattended=len(result["unattended"]),
         seconds=time.monotonic() - started,
@@ -77,5 +79,9 @@ def test_kills_at_any_instant_lose_nothing_and_leave_no_job_running(
     assert result["unattended"] == []
     assert result["foreign_failures"] == []
     assert result["record_mismatches"] == [] and result["records_checked"] > 0
+    # The reconciler ran throughout and never stopped a job its task still owned.
+    reconciler = result["reconciler"]
+    assert reconciler["passes"] > reconciler["failed_passes"] >= 0, reconciler
+    assert reconciler["wrong_stops"] == [], reconciler
     assert data["ok"]
     assert all(mib > 0 for mib in data["peak_rss_mib"].values()), data["peak_rss_mib"]
