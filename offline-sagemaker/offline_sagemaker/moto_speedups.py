@@ -1,4 +1,5 @@
-"""Cost fixes for moto's SQS, which the offline SageMaker serves for event mode. Behaviour unchanged.
+"""Cost fixes for moto's SQS, which the offline SageMaker serves for event mode, and for moto's request
+dispatch. Behaviour unchanged.
 
 SQS answers SendMessage, ReceiveMessage and DeleteMessage in constant time whatever the queue holds.
 moto scans the whole queue in Python, several times per call: a send computes every queue attribute
@@ -16,7 +17,13 @@ moto, not the provider. Here:
   receive of ten looks no further than it must (the long-poll's "any message?" check stops at the first);
 * a retention check reads the retention period alone; visibility and delay compare ``time.time()``;
 * a delete finds its message by the first match (the oldest messages are received, and deleted, first),
-  removes it in one C-level copy, and only scans the whole queue for a handle that matches nothing.
+  removes it in one C-level copy, and only scans the whole queue for a handle that matches nothing;
+* moto's dispatcher finds the backend of every request anew, under one lock: it lists moto's package
+  directory (``os.listdir`` and an ``isdir`` per entry, about 200) and then tries its URL patterns one by
+  one. That was about a third of the emulator's time serving an SQS consumer. The directory listing is
+  read once, and the backend found for a host is remembered (both depend on the installed moto only);
+* ``camelcase_to_underscores`` (a character-by-character loop) is remembered per name where SQS and the
+  response dispatch call it: every send builds the queue's attributes, a dozen names converted each time.
 
 Applied once, when the first :class:`~.server.OfflineSageMaker` of the process starts serving; importing
 this module (or :mod:`.handler`) patches nothing.
@@ -57,16 +64,25 @@ unchanged:
    that index (a new list still, so a receive iterating the old one is unaffected).
 
 With 1 to 6 each SendMessage, ReceiveMessage (of up to ten) and DeleteMessage of the oldest messages costs
-the same whatever the queue holds. Only this module's reuse of the counts for :data:`COUNTS_TTL` seconds
+the same whatever the queue holds. And in ``moto/backends.py`` and ``moto/moto_server/werkzeug_app.py``:
+
+7. ``list_of_moto_modules`` is computed once (``functools.cache``; the package directory does not change
+   while moto runs), and ``DomainDispatcherApplication.get_backend_for_host`` remembers its answer per
+   host.
+8. ``camelcase_to_underscores`` is cached (``functools.lru_cache``: a pure function of a few hundred
+   distinct names), or ``Queue.attributes`` keeps its attribute names in underscore form.
+
+Only this module's reuse of the counts for :data:`COUNTS_TTL` seconds
 would remain, and it matters only to GetQueueAttributes, which the offline SageMaker's clients seldom call.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 __all__ = ["COUNTS_TTL", "PROVEN_MOTO", "apply", "is_proven"]
@@ -81,6 +97,9 @@ COUNTS_TTL = 1.0
 #: they touch, a new minor is not). Widen it, with offline-sagemaker's ``moto`` requirement, only after
 #: reading the new release's ``moto/sqs/models.py`` and running the SQS tests on it.
 PROVEN_MOTO = ((5, 2, 5), (5, 3, 0))
+
+#: Hosts whose backend the dispatcher remembers, at most.
+HOSTS_KEPT = 4096
 
 _APPLIED = False
 _DECLINED = False
@@ -117,7 +136,19 @@ def apply() -> bool:
                 ".".join(map(str, PROVEN_MOTO[1])),
             )
         return False
+    from moto import backends
+    from moto.core import responses as core_responses
+    from moto.sqs import models as sqs_models
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
     from moto.sqs.models import Message, Queue, SQSBackend
+
+    for module in (sqs_models, core_responses):
+        if not hasattr(module.camelcase_to_underscores, "cache_info"):
+            module.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(module.camelcase_to_underscores)
+    backends.list_of_moto_modules = _once(backends.list_of_moto_modules)  # type: ignore[assignment]
+    DomainDispatcherApplication.get_backend_for_host = _per_host(  # type: ignore[method-assign]
+        DomainDispatcherApplication.get_backend_for_host
+    )
 
     SQSBackend.is_message_valid_based_on_retention_period = _within_retention  # type: ignore[method-assign,assignment]
     Message.visible = property(_visible)  # type: ignore[method-assign,assignment]
@@ -130,6 +161,37 @@ def apply() -> bool:
     Queue.delete_message = _delete_message  # type: ignore[method-assign,assignment]
     _APPLIED = True
     return True
+
+
+def _once(listing: Callable[[], Iterable[str]]) -> Callable[[], tuple[str, ...]]:
+    """``listing``'s answer, read on the first call and kept."""
+    kept: list[tuple[str, ...]] = []
+
+    def listed() -> tuple[str, ...]:
+        if not kept:
+            kept.append(tuple(listing()))
+        return kept[0]
+
+    return listed
+
+
+def _per_host(find: Callable[[Any, str | None], Any]) -> Callable[[Any, str | None], Any]:
+    """``find(dispatcher, host)``, remembered per host (moto calls it under its dispatcher's lock).
+
+    The hosts are those moto infers (service and region) and a few fixed names; at most
+    :data:`HOSTS_KEPT` are remembered, so a client inventing hosts cannot grow it without bound.
+    """
+    found: dict[str | None, Any] = {}
+
+    def backend_for(dispatcher: Any, host: str | None) -> Any:
+        if host in found:
+            return found[host]
+        backend = find(dispatcher, host)
+        if len(found) < HOSTS_KEPT:
+            found[host] = backend
+        return backend
+
+    return backend_for
 
 
 def _within_retention(backend: Any, queue_name: str, message: Any) -> bool:

@@ -188,3 +188,41 @@ def test_another_moto_keeps_its_own_sqs_and_is_warned_about_once(
         "moto 5.3.0 is outside the releases offline_sagemaker.moto_speedups is written for (5.2.5 to "
         "before 5.3.0): SQS runs on moto's own code, correct but slower the more messages a queue holds"
     ) == 1
+
+
+def test_requests_are_routed_without_reading_motos_package_directory(
+    sm: Any, queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's dispatcher listed its package directory (about 200 ``isdir`` calls) for every request it
+    routed; served here, SQS, EventBridge, CloudWatch Logs and IAM calls route as before and the
+    directory is read at most once in the process."""
+    import os
+
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody="warm")  # every patch applied, every backend found once
+    listed: list[str] = []
+    listdir = os.listdir
+
+    def counting(path: Any = ".") -> list[str]:
+        listed.append(str(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", counting)
+    for _ in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody="x")
+        for message in _receive(sqs, url):
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    rule = f"rule-{uuid.uuid4().hex[:8]}"
+    events = sm.boto3_client("events")
+    events.put_rule(Name=rule, EventPattern='{"source": ["aws.sagemaker"]}')
+    assert events.describe_rule(Name=rule)["Name"] == rule
+    logs = sm.boto3_client("logs")
+    group = f"/sqs-test/{uuid.uuid4().hex[:8]}"
+    logs.create_log_group(logGroupName=group)  # moto's (the emulator answers only SageMaker's groups' reads)
+    logs.create_log_stream(logGroupName=group, logStreamName="s")
+    assert logs.put_log_events(
+        logGroupName=group, logStreamName="s", logEvents=[{"timestamp": 1, "message": "m"}]
+    )["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert sm.boto3_client("iam").list_roles()["Roles"] is not None
+    moto_dir = os.path.dirname(__import__("moto").__file__)
+    assert len([path for path in listed if path == moto_dir]) <= 1  # moto listed it for each of 9 requests
