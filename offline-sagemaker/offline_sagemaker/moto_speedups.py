@@ -138,13 +138,15 @@ def apply() -> bool:
         return False
     from moto import backends
     from moto.core import responses as core_responses
-    from moto.sqs import models as sqs_models
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.sqs import models as sqs_models
     from moto.sqs.models import Message, Queue, SQSBackend
 
     for module in (sqs_models, core_responses):
         if not hasattr(module.camelcase_to_underscores, "cache_info"):
-            module.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(module.camelcase_to_underscores)
+            module.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(
+                module.camelcase_to_underscores
+            )
     backends.list_of_moto_modules = _once(backends.list_of_moto_modules)  # type: ignore[assignment]
     DomainDispatcherApplication.get_backend_for_host = _per_host(  # type: ignore[method-assign]
         DomainDispatcherApplication.get_backend_for_host

@@ -220,9 +220,12 @@ def test_requests_are_routed_without_reading_motos_package_directory(
     group = f"/sqs-test/{uuid.uuid4().hex[:8]}"
     logs.create_log_group(logGroupName=group)  # moto's (the emulator answers only SageMaker's groups' reads)
     logs.create_log_stream(logGroupName=group, logStreamName="s")
-    assert logs.put_log_events(
-        logGroupName=group, logStreamName="s", logEvents=[{"timestamp": 1, "message": "m"}]
-    )["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert (
+        logs.put_log_events(
+            logGroupName=group, logStreamName="s", logEvents=[{"timestamp": 1, "message": "m"}]
+        )["ResponseMetadata"]["HTTPStatusCode"]
+        == 200
+    )
     assert sm.boto3_client("iam").list_roles()["Roles"] is not None
     moto_dir = os.path.dirname(__import__("moto").__file__)
     assert len([path for path in listed if path == moto_dir]) <= 1  # moto listed it for each of 9 requests
