@@ -143,12 +143,11 @@ def apply() -> bool:
     from moto.sqs.models import Message, Queue, SQSBackend
 
     for module in (sqs_models, core_responses):
-        if not hasattr(module.camelcase_to_underscores, "cache_info"):
-            module.camelcase_to_underscores = functools.lru_cache(maxsize=1024)(
-                module.camelcase_to_underscores
-            )
-    backends.list_of_moto_modules = _once(backends.list_of_moto_modules)  # type: ignore[assignment]
-    DomainDispatcherApplication.get_backend_for_host = _per_host(  # type: ignore[method-assign]
+        convert = getattr(module, "camelcase_to_underscores")  # noqa: B009 - imported into the module
+        if not hasattr(convert, "cache_info"):
+            setattr(module, "camelcase_to_underscores", functools.lru_cache(maxsize=1024)(convert))  # noqa: B010
+    backends.list_of_moto_modules = _once(backends.list_of_moto_modules)
+    DomainDispatcherApplication.get_backend_for_host = _per_host(  # type: ignore[method-assign,assignment]
         DomainDispatcherApplication.get_backend_for_host
     )
 
