@@ -203,11 +203,11 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(af: LocalAirflow, tasks: int) -> dict[str, Any]:
+def run(af: LocalAirflow, tasks: int, modes: Sequence[str] = MODES) -> dict[str, Any]:
     from airflow import __version__ as airflow_version
 
-    af.wait_for_dags([f"e2e_latency_{m}" for m in MODES], timeout=240)
-    measured = {mode: measure_mode(af, mode, tasks) for mode in MODES}
+    af.wait_for_dags([f"e2e_latency_{m}" for m in modes], timeout=240)
+    measured = {mode: measure_mode(af, mode, tasks) for mode in modes}
     rows = {mode: r for mode, (r, _) in measured.items()}
     return {
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -226,10 +226,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.latency", description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20, help="mapped (job -> next task) pairs per mode")
     parser.add_argument("--root", type=Path, default=None, help="deployment directory (default: temporary)")
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma-separated modes, run in this order (default {','.join(MODES)})",
+    )
     args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
     root = args.root or Path(tempfile.mkdtemp(prefix="sm-prefs-latency-"))
     with local_airflow(root, executor="celery", poll_interval=5.0, max_poll_interval=30.0) as af:
-        data = run(af, args.tasks)
+        data = run(af, args.tasks, modes)
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     (RUN_DIR / "latency.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     table = render_markdown(data)

@@ -23,6 +23,8 @@ PASSED_BY = "sm-prefs-passed-by"
 FIRST_SENT = "sm-prefs-first-sent"
 #: The body key of a presence message.
 PRESENCE = "sm-prefs-consumer"
+#: In a presence message: the consumer stopped reading the queue (its peers forget it at once).
+LEAVING = "leaving"
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,22 @@ def parse_event(body: str) -> JobEvent | None:
 
 
 def presence_of(body: str) -> str | None:
-    """The consumer id of a presence message, or None."""
+    """The consumer id of a presence message (a leaving one too), or None."""
     try:
         data = json.loads(body)
     except ValueError:
         return None
     peer = data.get(PRESENCE) if isinstance(data, dict) else None
     return str(peer) if isinstance(peer, str) and peer else None
+
+
+def is_leaving(body: str) -> bool:
+    """Whether a presence message says its consumer stopped reading the queue."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get(LEAVING) is True
 
 
 def text(value: str) -> dict[str, str]:

@@ -23,6 +23,10 @@ live consumer before it is dropped:
   :data:`PRESENCE_EVERY` seconds; whoever receives it learns of the sender and deletes it. A consumer
   also learns of every consumer named on a message passed on to it. A peer not heard of for
   :data:`PEER_TTL` is forgotten;
+* *leaving*: a consumer whose waits all ended goes on reading for :data:`IDLE_GRACE` (its peers still
+  count on it: what they pass it must not come back to them), then sends a presence message that says it
+  leaves; whoever receives it forgets the leaver and passes the message on to the peers it has not
+  visited, as below;
 * an event about a job this process watches: the waiters are woken and the message is deleted;
 * a duplicate of an event this process already handled (same EventBridge ``id``): deleted;
 * an event about a job this process does not watch, when every live peer has already seen it (or there
@@ -69,10 +73,12 @@ from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import backoff_delay, error_code, is_transient
 from airflow_provider_sm_prefs.triggers.eventbridge_messages import (
     FIRST_SENT,
+    LEAVING,
     PASSED_BY,
     PRESENCE,
     attribute,
     attribute_text,
+    is_leaving,
     parse_event,
     presence_of,
     sent_at,
@@ -115,7 +121,8 @@ PRESENCE_ATTRIBUTE = "_presence"
 REMEMBER = 20_000
 #: After the queue failed for a non-transient reason (deleted, access denied), try again this often.
 UNAVAILABLE_RETRY = 300.0
-#: Stop the loop (and release its client) after this long with nothing subscribed.
+#: With nothing subscribed, go on reading the queue this long (seconds), then leave: say so to the
+#: peers, stop the loop and release its client.
 IDLE_GRACE = 60.0
 
 #: ``callback(detail)`` of a subscription: the event's detail (mirrors Describe).
@@ -136,6 +143,8 @@ class ConsumerStats:
     foreign: int = 0
     presence_sent: int = 0
     presence_heard: int = 0
+    #: Messages that came back to this consumer after it passed them on (each paused its reading).
+    returns: int = 0
     errors: int = 0
     by_job: dict[str, int] = field(default_factory=dict)
 
@@ -160,6 +169,8 @@ class EventQueueConsumer:
         self.consumer_id = uuid.uuid4().hex[:10]
         #: Other consumers of the queue: id -> when last heard of (this process's monotonic clock).
         self.peers: dict[str, float] = {}
+        #: Consumers that said they left: id -> when (this process's monotonic clock).
+        self._departed: dict[str, float] = {}
         self._presence_due = 0.0
         #: The receivers that joined the long-poll to work off a backlog (see RECEIVERS).
         self._drainers: set[asyncio.Task[None]] = set()
@@ -206,14 +217,19 @@ class EventQueueConsumer:
         attempt = 0
         try:
             async with shared_client(self.key, self._opener) as client:
+                self._presence_due = 0.0  # announce at once, after an idle stop too
                 while True:
-                    if not self._subscribers:
+                    # With nothing subscribed the consumer still reads the queue until IDLE_GRACE is
+                    # over: its peers know it as live and pass it events of their own jobs' peers, which
+                    # would otherwise come back to them and pause their reading (RETURN_PAUSE). Then it
+                    # says it leaves, so they forget it at once.
+                    if self._subscribers:
+                        idle_since = None
+                    else:
                         idle_since = idle_since or loop.time()
                         if loop.time() - idle_since > IDLE_GRACE:
+                            await self._announce(client, leaving=True)
                             return
-                        await asyncio.sleep(1.0)
-                        continue
-                    idle_since = None
                     try:
                         answer = await client.receive_message(
                             QueueUrl=self.queue_url,
@@ -325,12 +341,20 @@ class EventQueueConsumer:
     def _heard(self, peers: list[str]) -> None:
         now = time.monotonic()
         for peer in peers:
-            if peer and peer != self.consumer_id:
+            if peer and peer != self.consumer_id and now - self._departed.get(peer, -PEER_TTL) >= PEER_TTL:
                 self.peers[peer] = now
 
-    async def _announce(self, client: Any) -> None:
-        """Send this consumer's presence message (see the module docstring)."""
-        body = json.dumps({PRESENCE: self.consumer_id, "at": time.time()})
+    def _depart(self, peer: str) -> None:
+        """``peer`` said it stopped reading: forget it, and do not learn of it again from the names on
+        older passed-on messages (for PEER_TTL, or until its own presence says it is back)."""
+        self.peers.pop(peer, None)
+        self._departed[peer] = time.monotonic()
+
+    async def _announce(self, client: Any, leaving: bool = False) -> None:
+        """Send this consumer's presence message, or (``leaving``) its departure (see the module docstring)."""
+        body = json.dumps(
+            {PRESENCE: self.consumer_id, "at": time.time(), **({LEAVING: True} if leaving else {})}
+        )
         try:
             await client.send_message(QueueUrl=self.queue_url, MessageBody=body)
             self.stats.presence_sent += 1
@@ -379,6 +403,7 @@ class EventQueueConsumer:
             return None
         if peer != self.consumer_id:
             self.stats.presence_heard += 1
+            self._departed.pop(peer, None)  # back (a departed consumer got a wait again)
             if peer not in self.live_peers():
                 self._presence_due = 0.0  # a newcomer: tell it about this consumer too
             self._heard([peer])
@@ -400,7 +425,17 @@ class EventQueueConsumer:
         self._heard(passers)
         event = parse_event(body)
         if event is None:
-            return self._presence(message, body, now), 0
+            if not is_leaving(body):
+                return self._presence(message, body, now), 0
+            leaver = presence_of(body)
+            if leaver == self.consumer_id:
+                return None, 0
+            if leaver:
+                self.stats.presence_heard += 1
+                self._depart(leaver)
+            # Every live peer should forget it too: passed on as an event nobody here watches is.
+            copy, _ = self._pass_on(message, body, passers, now)
+            return copy, 0
         if event.event_id and event.event_id in self._handled:
             self.stats.duplicates += 1
             return None, 0
@@ -412,9 +447,20 @@ class EventQueueConsumer:
             for callback in callbacks:
                 callback(event.detail)
             return None, 0
+        copy, again = self._pass_on(message, body, passers, now)
+        if copy is None:
+            self.stats.expired += 1
+        elif again:
+            self.stats.returns += 1
+        return copy, again
+
+    def _pass_on(
+        self, message: dict[str, Any], body: str, passers: list[str], now: float
+    ) -> tuple[dict[str, Any] | None, int]:
+        """The copy that takes ``message`` to the live peers it has not visited, or None when it has
+        visited them all (or is older than HORIZON); and how often it had come back to this consumer."""
         first_sent = attribute(message, FIRST_SENT) or sent_at(message, now)
         if not (self.live_peers() - set(passers)) or now - first_sent >= HORIZON:
-            self.stats.expired += 1
             return None, 0
         # Came back to this consumer before: a peer may be gone (until PEER_TTL) or busy; back off.
         again = passers.count(self.consumer_id)

@@ -335,6 +335,46 @@ def test_an_event_for_a_silent_peer_is_offered_until_the_horizon(
     assert time.monotonic() - started >= 4.0
 
 
+def test_a_peer_whose_waits_ended_keeps_reading_then_says_it_leaves(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A triggerer whose waits all ended is still a live peer to the others for a while. It goes on
+    reading, so an event passed to it is dropped there instead of coming back (which would pause the
+    other consumer's reading); once its grace is over it says it leaves, and the other forgets it at once."""
+    monkeypatch.setattr(eventbridge_queue, "IDLE_GRACE", DEADLINE)
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+
+    async def main() -> tuple[EventQueueConsumer, EventQueueConsumer]:
+        busy = EventQueueConsumer(("busy", url), sqs_opener(sm), url)
+        done = EventQueueConsumer(("done", url), sqs_opener(sm), url)
+        busy.subscribe(JobKind.TRAINING, "busy-job", lambda d: None)
+        unsubscribe = done.subscribe(JobKind.TRAINING, "done-job", lambda d: None)
+        await wait_until(lambda: done.consumer_id in busy.live_peers(), "busy hearing of done")
+        await wait_until(lambda: busy.consumer_id in done.live_peers(), "done hearing of busy")
+        unsubscribe()  # done's only wait ended
+        for i in range(5):
+            sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": f"x-{i}"}))
+        await wait_until(lambda: busy.stats.expired + done.stats.expired == 5, "nobody's events dropped")
+        assert busy.stats.returns == 0 and done.stats.returns == 0, (busy.stats, done.stats)
+        assert done._task is not None and not done._task.done()  # still reading within its grace
+        # Its grace over, done leaves: busy forgets it and drops nobody's events at once.
+        monkeypatch.setattr(eventbridge_queue, "IDLE_GRACE", 0.0)
+        await wait_until(lambda: done._task is not None and done._task.done(), "done leaving")
+        await wait_until(lambda: done.consumer_id not in busy.live_peers(), "busy forgetting done")
+        passed = busy.stats.passed
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": "x-late"}))
+        await wait_until(lambda: busy.stats.expired + done.stats.expired == 6, "x-late dropped")
+        assert busy.stats.passed == passed
+        await wait_until(lambda: drained(sqs, url), "every handled message deleted")
+        busy._task.cancel()  # type: ignore[union-attr]
+        return busy, done
+
+    busy, done = asyncio.run(main())
+    assert done.stats.messages > 0  # it did read while its waits were over
+    assert events_left(sm, url) == []
+
+
 # ------------------------------------------------------------------------------ triggers, event mode
 
 
