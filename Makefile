@@ -23,7 +23,7 @@ help:
 	@echo "make docs     - the documentation site (MkDocs, API reference from docstrings) into build/site, strict"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 100 min; not part of make test)"
-	@echo "make bench-credentials - 1,000 capacity waits pending 12 emulated hours on a role with 15-minute sessions: AssumeRole and web identity, poll and event mode (about 15 min)"
+	@echo "make bench-credentials - 1,000 capacity waits pending 12 emulated hours on a role with 15-minute sessions: AssumeRole and web identity, poll and event mode (about 12 min)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
@@ -192,7 +192,7 @@ bench: install
 # 1,000 concurrent capacity waits in one trigger process, pending 12 emulated hours on a connection that
 # assumes a role with 15-minute sessions: AssumeRole and AssumeRoleWithWebIdentity, poll and event mode.
 # Failed and undetected waits, STS sessions issued and requests refused, event-loop lag (benchmarks/credentials.py).
-# About 15 minutes on 2 cores; writes benchmarks/results/credentials-<ts>.json (make perf-doc publishes it).
+# About 12 minutes on 2 cores; writes benchmarks/results/credentials-<ts>.json (make perf-doc publishes it).
 bench-credentials: install
 	$(RUN) python -m benchmarks.credentials --waits 1000 --hours 12 --modes poll,events --auth assume-role,web-identity
 

@@ -1,7 +1,7 @@
 """Benchmark: many capacity waits in one trigger process outlive their temporary credentials.
 
     .venv/bin/python -m benchmarks.credentials --waits 1000 --hours 12 --modes poll,events \\
-        --auth assume-role,web-identity                      # make bench-credentials (~15 min)
+        --auth assume-role,web-identity                      # make bench-credentials (~12 min)
     .venv/bin/python -m benchmarks.credentials --smoke       # 5 waits, 1 emulated hour, poll, AssumeRole
 
 Every run: N of our triggers (``SageMakerCapacityTrigger``) in one event loop, run the way Airflow's
@@ -343,13 +343,21 @@ def _cell(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+def _load(run: Mapping[str, Any]) -> str:
+    """The host's 1-minute load average at the run's start and end (other work on the machine)."""
+    load = run.get("loadavg_1m") or {}
+    if load.get("start") is None or load.get("end") is None:
+        return "–"
+    return f"{load['start']:.1f}/{load['end']:.1f}"
+
+
 def render(result: Mapping[str, Any]) -> str:
     """The Markdown table of the runs."""
     lines = [
         "| auth | mode | waits | failed | undetected | pending h (median) | STS sessions | refused "
         "(expired/invalid) | sessions per wait | long-term key calls | max lag ms | max lag ms after "
-        "start-up | samples > 50 ms (after start-up) |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "start-up | samples > 50 ms (after start-up) | load (1 min), start/end |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for run in result["runs"]:
         f = run.get("figures")
@@ -362,7 +370,8 @@ def render(result: Mapping[str, Any]) -> str:
             f"{_cell(f['pending_hours_median'])} | {f['sts_sessions']} | "
             f"{refused.get('expired', 0)}/{refused.get('invalid', 0)} | {_cell(f['sessions_per_wait'])} | "
             f"{f['calls']['long_term_key_calls']} | {_cell(lag['max_ms'])} | "
-            f"{_cell(lag['max_after_startup_ms'])} | {lag['over_50ms']} ({lag['over_50ms_after_startup']}) |"
+            f"{_cell(lag['max_after_startup_ms'])} | {lag['over_50ms']} ({lag['over_50ms_after_startup']}) | "
+            f"{_load(run)} |"
         )
     return "\n".join(lines)
 
