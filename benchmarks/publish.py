@@ -35,6 +35,8 @@ LATENCY = DATA / "latency.json"
 CAPACITY_PAGE = DATA / "capacity-page.json"
 #: ``make bench-credentials``'s newest full result, published as is (it holds no raw samples).
 CREDENTIALS = DATA / "credentials.json"
+#: The same benchmark before botocore's refresh windows were fitted to the session (kept for comparison).
+CREDENTIALS_BEFORE = DATA / "credentials-before-fit.json"
 #: Lists longer than this are raw samples, not figures: they are not published.
 MAX_LIST = 50
 SECTIONS = ("latency", "capacity-page", "retry-budget", "bench", "credentials")
@@ -144,7 +146,14 @@ def render_credentials() -> str:
     facts = f"{data['started_utc']}, commit {data.get('git_revision')}, {machine.get('nproc')} CPUs"
     if load[0] is not None:
         facts += f", load average {load[0]:.1f} at the start"
-    return f"`docs/data/{CREDENTIALS.name}` ({facts}), `{data['command']}`:\n\n{render(data)}\n"
+    text = f"`docs/data/{CREDENTIALS.name}` ({facts}), `{data['command']}`:\n\n{render(data)}\n"
+    if CREDENTIALS_BEFORE.exists():
+        before = _load(CREDENTIALS_BEFORE)
+        text += (
+            f"\nBefore the refresh windows were fitted to the session, `docs/data/{CREDENTIALS_BEFORE.name}` "
+            f"({before['started_utc']}; {before.get('note', '')}):\n\n{render(before)}\n"
+        )
+    return text
 
 
 def credentials_result() -> Path | None:
