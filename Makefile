@@ -10,7 +10,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -23,6 +23,7 @@ help:
 	@echo "make docs     - the documentation site (MkDocs, API reference from docstrings) into build/site, strict"
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 100 min; not part of make test)"
+	@echo "make bench-credentials - 1,000 capacity waits pending 12 emulated hours on a role with 15-minute sessions: AssumeRole and web identity, poll and event mode (about 12 min)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
@@ -187,6 +188,13 @@ bench: install
 	$(RUN) python -m benchmarks.run
 	$(RUN) python -m benchmarks.run --sizes 10000 --variants events,events-hint --no-throttled --no-parse
 	$(RUN) python -m benchmarks.run --no-churn --variants ours,stock,naive --no-parse
+
+# 1,000 concurrent capacity waits in one trigger process, pending 12 emulated hours on a connection that
+# assumes a role with 15-minute sessions: AssumeRole and AssumeRoleWithWebIdentity, poll and event mode.
+# Failed and undetected waits, STS sessions issued and requests refused, event-loop lag (benchmarks/credentials.py).
+# About 12 minutes on 2 cores; writes benchmarks/results/credentials-<ts>.json (make perf-doc publishes it).
+bench-credentials: install
+	$(RUN) python -m benchmarks.credentials --waits 1000 --hours 12 --modes poll,events --auth assume-role,web-identity
 
 # RECORDS=2000 for a quicker run; writes build/capacity-page/ only.
 RECORDS ?= 10000

@@ -47,15 +47,50 @@ def airflow_env(airflow_home: Path, endpoint_url: str | None = None) -> dict[str
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     if endpoint_url is not None:
-        env["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(
-            {
-                "conn_type": "aws",
-                "login": FAKE_KEY,
-                "password": FAKE_KEY,
-                "extra": {"endpoint_url": endpoint_url, "region_name": "us-east-1"},
-            }
-        )
+        env["AIRFLOW_CONN_AWS_DEFAULT"] = airflow_env_connection(endpoint_url)
     return env
+
+
+def airflow_env_connection(endpoint_url: str) -> str:
+    """The ``aws_default`` connection (JSON) to the emulator at ``endpoint_url``, signed with fake keys."""
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": FAKE_KEY,
+            "password": FAKE_KEY,
+            "extra": {"endpoint_url": endpoint_url, "region_name": "us-east-1"},
+        }
+    )
+
+
+def assumed_role_env(
+    endpoint_url: str, role_arn: str, duration_seconds: int, token_file: Path | None = None
+) -> dict[str, str]:
+    """An ``aws_default`` connection to the emulator that assumes ``role_arn`` at the emulator's STS for
+    every client: AssumeRole signed with the long-term keys, or, with ``token_file``,
+    AssumeRoleWithWebIdentity with the token in that file (written here). Sessions last
+    ``duration_seconds`` emulated seconds (``DurationSeconds``).
+
+    STS calls go to ``service_config.sts.endpoint_url`` (the amazon provider never sends them to the
+    connection's ``endpoint_url``).
+    """
+    connection = json.loads(airflow_env_connection(endpoint_url))
+    connection["extra"].update(
+        role_arn=role_arn,
+        assume_role_method="assume_role",
+        assume_role_kwargs={"DurationSeconds": duration_seconds},
+        service_config={"sts": {"endpoint_url": endpoint_url}},
+    )
+    if token_file is not None:
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        # A JWT-shaped token; the emulator reads its ``sub`` claim and checks nothing else.
+        token_file.write_text("header.eyJzdWIiOiAiYWlyZmxvdy10cmlnZ2VyZXIifQ.signature", encoding="utf-8")
+        connection["extra"].update(
+            assume_role_method="assume_role_with_web_identity",
+            assume_role_with_web_identity_federation="file",
+            assume_role_with_web_identity_token_file=str(token_file),
+        )
+    return {"AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection)}
 
 
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -8,8 +8,9 @@ The benchmarks write their results under git-ignored directories; publishing is 
 
 What it publishes: the given ``make bench`` results (default: the newest one that is not a smoke run), with
 every list longer than :data:`MAX_LIST` left out (raw timings and call logs stay in benchmarks/results/);
-``build/performance/latency.json`` (``make latency``) and ``build/capacity-page/bench.json``
-(``make bench-page``) when they exist. The tables between the ``<!-- generated: ... -->`` markers of
+``build/performance/latency.json`` (``make latency``), ``build/capacity-page/bench.json``
+(``make bench-page``) and the newest ``benchmarks/results/credentials-*.json`` (``make bench-credentials``)
+when they exist. The tables between the ``<!-- generated: ... -->`` markers of
 docs/performance.md are rendered from docs/data/ only, by the benchmarks' own report code, so every published
 figure comes from a committed file (tests/benchmarks/test_performance_doc.py checks the page against them).
 """
@@ -32,9 +33,13 @@ LATENCY_RUN = ROOT / "build" / "performance" / "latency.json"
 CAPACITY_PAGE_RUN = ROOT / "build" / "capacity-page" / "bench.json"
 LATENCY = DATA / "latency.json"
 CAPACITY_PAGE = DATA / "capacity-page.json"
+#: ``make bench-credentials``'s newest full result, published as is (it holds no raw samples).
+CREDENTIALS = DATA / "credentials.json"
+#: The same benchmark before botocore's refresh windows were fitted to the session (kept for comparison).
+CREDENTIALS_BEFORE = DATA / "credentials-before-fit.json"
 #: Lists longer than this are raw samples, not figures: they are not published.
 MAX_LIST = 50
-SECTIONS = ("latency", "capacity-page", "retry-budget", "bench")
+SECTIONS = ("latency", "capacity-page", "retry-budget", "bench", "credentials")
 _MARKED = re.compile(
     r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL
 )
@@ -129,11 +134,40 @@ def render_retry_budget() -> str:
     return f"`docs/data/{OUTPUT.name}` (seed {data['seed']}):\n\n{retry_table(data)}\n"
 
 
+def render_credentials() -> str:
+    """The table of ``make bench-credentials``, from its committed result."""
+    from benchmarks.credentials import render
+
+    if not CREDENTIALS.exists():
+        return _not_published("make bench-credentials")
+    data = _load(CREDENTIALS)
+    machine = data.get("machine") or {}
+    load = machine.get("loadavg_start") or [None]
+    facts = f"{data['started_utc']}, commit {data.get('git_revision')}, {machine.get('nproc')} CPUs"
+    if load[0] is not None:
+        facts += f", load average {load[0]:.1f} at the start"
+    text = f"`docs/data/{CREDENTIALS.name}` ({facts}), `{data['command']}`:\n\n{render(data)}\n"
+    if CREDENTIALS_BEFORE.exists():
+        before = _load(CREDENTIALS_BEFORE)
+        text += (
+            f"\nBefore the refresh windows were fitted to the session, `docs/data/{CREDENTIALS_BEFORE.name}` "
+            f"({before['started_utc']}; {before.get('note', '')}):\n\n{render(before)}\n"
+        )
+    return text
+
+
+def credentials_result() -> Path | None:
+    """The newest ``make bench-credentials`` result that is not a smoke run, if any."""
+    found = sorted(p for p in RESULTS.glob("credentials-*.json") if not p.stem.endswith("-smoke"))
+    return found[-1] if found else None
+
+
 RENDERERS = {
     "latency": render_latency,
     "capacity-page": render_capacity_page,
     "retry-budget": render_retry_budget,
     "bench": render_bench,
+    "credentials": render_credentials,
 }
 
 
@@ -163,8 +197,13 @@ def publish(results: Sequence[Path]) -> list[Path]:
         target = DATA / source.name
         target.write_text(json.dumps(slim(_load(source)), indent=1, default=str) + "\n", encoding="utf-8")
         written.append(target)
-    for source, target in ((LATENCY_RUN, LATENCY), (CAPACITY_PAGE_RUN, CAPACITY_PAGE)):
-        if source.exists():
+    credentials = credentials_result()
+    for source, target in (
+        (LATENCY_RUN, LATENCY),
+        (CAPACITY_PAGE_RUN, CAPACITY_PAGE),
+        (credentials, CREDENTIALS),
+    ):
+        if source is not None and source.exists():
             target.write_text(json.dumps(slim(_load(source)), indent=1, default=str) + "\n", encoding="utf-8")
             written.append(target)
     return written

@@ -52,20 +52,24 @@ from benchmarks.background import (
     create_history,
 )
 from benchmarks.events import EventRoute
+from benchmarks.launch import (
+    RESULTS,
+    emulator_clock,
+    start_trigger_process,
+    write_creation_times,
+)
 from benchmarks.processes import (
     EmulatorProcess,
     ProcessError,
     TriggerProcess,
-    airflow_env,
     bytecode_env,
     child_env,
     git_revision,
     machine_info,
 )
-from benchmarks.variants import ALL_VARIANTS, EVENT_MODES, EVENT_QUEUE_ENV, VARIANTS
-from benchmarks.workload import Workload, preference_list, selection_time, submit_jobs
+from benchmarks.variants import ALL_VARIANTS, EVENT_MODES, VARIANTS
+from benchmarks.workload import Workload, selection_time, submit_jobs
 
-RESULTS = Path(__file__).resolve().parent / "results"
 LIST_PAGE = 100  # ListTrainingJobs' largest page: a full pass over N jobs takes ceil(N / 100) calls
 
 
@@ -232,21 +236,6 @@ SMOKE = Plan(
 )
 
 
-def _emulator_clock(emulator: Any, samples: int = 5) -> metrics.ClockMap:
-    """Calibrate emulated -> monotonic time on the call with the shortest round trip."""
-    best: tuple[float, float, float] | None = None
-    scale = 1.0
-    for _ in range(samples):
-        before = time.monotonic()
-        clock = emulator.clock()
-        after = time.monotonic()
-        scale = float(clock["time_scale"])
-        if best is None or after - before < best[2]:
-            best = ((before + after) / 2, float(clock["now"]), after - before)
-    assert best is not None
-    return metrics.ClockMap(real=best[0], emulated=best[1], time_scale=scale, uncertainty=best[2] / 2)
-
-
 def _observed(
     stats: dict[str, Any], names: Sequence[str], listed_jobs: int, described_before: int
 ) -> tuple[set[str], bool]:
@@ -269,55 +258,20 @@ def _observed(
 def spawn_trigger_process(
     plan: Plan, emulator: Any, n_jobs: int, variant: str, throttled: bool, run_dir: Path
 ) -> TriggerProcess:
-    """Start the trigger process of one run; it imports everything and waits for GO.
-
-    For a variant in event mode, the run's SQS queue is created first and named in the process's
-    environment (:data:`~benchmarks.variants.EVENT_QUEUE_ENV`); its rule is put when the run starts.
-    """
+    """Start the trigger process of one run (:func:`start_trigger_process` with the plan's figures)."""
     tag = f"n{n_jobs}-{variant}{'-throttled' if throttled else ''}"
-    route = EventRoute(emulator, f"sm-prefs-bench-{tag}") if VARIANTS[variant].event_mode else None
-    env = child_env(
-        {
-            **bytecode_env(RESULTS / ".pycache"),
-            **airflow_env(run_dir / "airflow_home", emulator.endpoint_url),
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": plan.log_level,
-            **({EVENT_QUEUE_ENV: route.queue_url} if route is not None else {}),
-            **VARIANTS[variant].env,
-        }
+    limit = plan.warm_cap(n_jobs, throttled) + plan.quiet + plan.span + plan.tail_for(throttled) + 600
+    return start_trigger_process(
+        emulator,
+        variant,
+        plan.workload(n_jobs, throttled).job_names,
+        plan.poll_interval,
+        limit,
+        run_dir,
+        tag,
+        log_level=plan.log_level,
+        profile=plan.profile,
     )
-    spec = {
-        "variant": variant,
-        "jobs": plan.workload(n_jobs, throttled).job_names,
-        "preferences": preference_list(),
-        "poll_interval": plan.poll_interval,
-        "limit_seconds": plan.warm_cap(n_jobs, throttled)
-        + plan.quiet
-        + plan.span
-        + plan.tail_for(throttled)
-        + 600,
-        "output": str(run_dir / f"trigger-{tag}.json"),
-        "profile": str(run_dir / f"profile-{tag}.prof") if plan.profile else None,
-    }
-    child = TriggerProcess(spec, run_dir / f"spec-{tag}.json", env, run_dir / f"trigger-{tag}.log")
-    child.event_route = route
-    return child
-
-
-def creation_times(emulator: Any, names: Sequence[str]) -> dict[str, str]:
-    """Each job's CreationTime (ISO, emulated clock), read from the emulator's admin view."""
-    wanted = set(names)
-    return {
-        job["name"]: datetime.fromtimestamp(float(job["created_at"]), tz=timezone.utc).isoformat()
-        for job in emulator.jobs()
-        if job["name"] in wanted
-    }
-
-
-def _write_creation_times(child: TriggerProcess, emulator: Any, names: Sequence[str], path: Path) -> None:
-    """Wait until the trigger process is ready, then write the jobs' CreationTimes for its GO."""
-    if not child.wait_ready(180.0):
-        raise ProcessError(f"trigger process not ready; see {child.log_path}")
-    path.write_text(json.dumps(creation_times(emulator, names)), encoding="utf-8")
 
 
 def _warm_up(
@@ -504,7 +458,7 @@ def run_one(
         submitted = time.monotonic()
         churn.start()
         creation_file = run_dir / f"created-n{n_jobs}-{variant}{'-throttled' if throttled else ''}.json"
-        _write_creation_times(child, emulator, names, creation_file)
+        write_creation_times(child, emulator, names, creation_file)
         emulator_cpu0 = emulator_proc.cpu_seconds()
         child.send(f"GO {creation_file}")
         go = time.monotonic()
@@ -523,7 +477,7 @@ def run_one(
         churn_counts["waiting_window"] = churn.created
         # Jump so that the first step comes `quiet` seconds from now, whatever the warm-up took.
         jump = _jump_clock(emulator, quiet_from)
-        clock = _emulator_clock(emulator)
+        clock = emulator_clock(emulator)
         first_step_real = clock.to_real(first_step_abs)
         last_step_real = clock.to_real(start_epoch + workload.last_step)
         quiet = _await_done(child, emulator, first_step_real, last_step_real + plan.tail_for(throttled))

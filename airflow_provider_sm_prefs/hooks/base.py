@@ -5,7 +5,7 @@
 clients and the guardrails' look-ups the same retry mode (:func:`~.retry.with_default_retries`).
 
 A connection that assumes a role (``role_arn``) gets refreshable credentials from the amazon provider;
-this hook changes two things about them:
+this hook changes these things about them:
 
 * a refresh that AWS refuses (the role was revoked, the web identity token is no longer accepted) raises
   :class:`AwsCredentialsError`, which names the connection and the role, instead of a bare
@@ -13,6 +13,12 @@ this hook changes two things about them:
 * on the async clients (the triggers' shared client, one per process and settings), the STS call of a
   refresh runs in a thread: the amazon provider hands aiobotocore its blocking refresh, which would hold
   the triggerer's event loop, and every wait in it, for the length of each AssumeRole.
+* botocore renews assumed-role credentials 15 minutes (advisory) and 10 minutes (mandatory) before they
+  expire, whatever they last: a 15-minute session (``DurationSeconds`` 900, AssumeRole's minimum) is due
+  from the moment it is issued, and every call of every client made an AssumeRole. Both windows are fitted
+  to the session each renewal brings (:func:`fit_refresh_windows`): at most half its lifetime (advisory)
+  and a third (mandatory), so a session serves calls for at least half its life; sessions of 30 minutes
+  and more keep botocore's windows;
 * a token AWS refuses as expired while botocore takes it for fresh (the host's clock behind AWS's) is
   renewed and the call sent again, once per call, on the sync and the async clients alike
   (:mod:`~.renewal`); a second refusal right after raises :class:`~.renewal.AwsTokenExpiredError`.
@@ -21,6 +27,7 @@ this hook changes two things about them:
 from __future__ import annotations
 
 import asyncio
+import datetime
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +36,7 @@ from airflow.providers.amazon.aws.hooks import base_aws
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook, BaseSessionFactory
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from botocore.utils import parse_timestamp
 
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
 from airflow_provider_sm_prefs.hooks.renewal import TokenRenewal, renewable
@@ -39,7 +47,11 @@ from airflow_provider_sm_prefs.hooks.retry import (
     with_default_retries,
 )
 
-__all__ = ["AwsCredentialsError", "ProviderAwsHook"]
+__all__ = ["AwsCredentialsError", "ProviderAwsHook", "fit_refresh_windows"]
+
+#: botocore's refresh windows (seconds before expiry): renew when convenient, and before any call.
+ADVISORY_REFRESH_SECONDS = 15 * 60
+MANDATORY_REFRESH_SECONDS = 10 * 60
 
 
 class AwsCredentialsError(SageMakerPreferencesError):
@@ -73,6 +85,40 @@ def _naming_connection(refresh: Callable[[], Any], conn_id: str | None, role_arn
             raise AwsCredentialsError(conn_id, role_arn, error_code(err), error_message(err)) from err
 
     return wrapped
+
+
+def fit_refresh_windows(credentials: Any, expiry: Any) -> None:
+    """Fit the refresh windows of ``credentials`` (botocore's or aiobotocore's refreshable credentials) to
+    a session that expires at ``expiry`` (a datetime, or STS's ``Expiration`` as text): at most half the
+    time left (advisory) and a third (mandatory), never more than botocore's 15 and 10 minutes.
+
+    Without it a session of 15 minutes or less is due for renewal the moment it is issued (botocore's
+    advisory window is 15 minutes), and every call renews it.
+    """
+    try:
+        when = expiry if isinstance(expiry, datetime.datetime) else parse_timestamp(expiry)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        left = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return
+    if left <= 0:
+        return
+    credentials._advisory_refresh_timeout = min(ADVISORY_REFRESH_SECONDS, left / 2)
+    credentials._mandatory_refresh_timeout = min(MANDATORY_REFRESH_SECONDS, left / 3)
+
+
+def _fitting(refresh: Callable[[], Any], credentials: Any) -> Callable[[], Any]:
+    """``refresh`` that fits the refresh windows of ``credentials`` to each session it brings."""
+
+    @functools.wraps(refresh)
+    def fitted() -> Any:
+        metadata = refresh()
+        if isinstance(metadata, dict) and metadata.get("expiry_time"):
+            fit_refresh_windows(credentials, metadata["expiry_time"])
+        return metadata
+
+    return fitted
 
 
 def _in_thread(refresh: Callable[[], Any]) -> Callable[[], Any]:
@@ -112,6 +158,10 @@ class _RefreshingSessionFactory(BaseSessionFactory):
         refresh = getattr(credentials, "_refresh_using", None)
         if not callable(refresh):
             return session
+        # The first session (AssumeRole's, fetched above; web identity's come with the first call).
+        if getattr(credentials, "_expiry_time", None) is not None:
+            fit_refresh_windows(credentials, credentials._expiry_time)
+        refresh = _fitting(refresh, credentials)
         if renewable(credentials):
             renewal = TokenRenewal(credentials, conn_id, role_arn)
             refresh = renewal.counting(refresh)
