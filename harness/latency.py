@@ -237,7 +237,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
     root = args.root or Path(tempfile.mkdtemp(prefix="sm-prefs-latency-"))
-    with local_airflow(root, executor="celery", poll_interval=5.0, max_poll_interval=30.0) as af:
+    # Airflow's default triggerer health threshold (30 s), not the 10 s the chaos runs use to take over a
+    # killed triggerer's work quickly: on 2 cores, while the job tasks start, a triggerer's supervisor can
+    # miss its heartbeats for 10-20 s (its execution-API calls slow down with the database), and a 10 s
+    # threshold then hands its triggers to the other triggerer, which runs them again.
+    defaults = {"AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "30"}
+    with local_airflow(
+        root, executor="celery", poll_interval=5.0, max_poll_interval=30.0, extra_env=defaults
+    ) as af:
         data = run(af, args.tasks, modes)
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     (RUN_DIR / "latency.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
