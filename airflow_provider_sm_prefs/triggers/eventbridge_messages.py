@@ -8,7 +8,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
@@ -98,3 +98,23 @@ def sent_at(message: dict[str, Any], default: float) -> float:
         return int(message.get("Attributes", {}).get("SentTimestamp")) / 1000.0
     except (TypeError, ValueError):
         return default
+
+
+@dataclass
+class ConsumerStats:
+    """What a consumer did (for logs, tests and the benchmark)."""
+
+    receives: int = 0
+    messages: int = 0
+    woke: int = 0
+    deleted: int = 0
+    passed: int = 0
+    duplicates: int = 0
+    expired: int = 0
+    foreign: int = 0
+    presence_sent: int = 0
+    presence_heard: int = 0
+    #: Messages that came back to this consumer after it passed them on (each paused its reading).
+    returns: int = 0
+    errors: int = 0
+    by_job: dict[str, int] = field(default_factory=dict)

@@ -65,7 +65,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
@@ -76,6 +75,7 @@ from airflow_provider_sm_prefs.triggers.eventbridge_messages import (
     LEAVING,
     PASSED_BY,
     PRESENCE,
+    ConsumerStats,
     attribute,
     attribute_text,
     is_leaving,
@@ -127,26 +127,6 @@ IDLE_GRACE = 60.0
 
 #: ``callback(detail)`` of a subscription: the event's detail (mirrors Describe).
 Callback = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class ConsumerStats:
-    """What a consumer did (for logs, tests and the benchmark)."""
-
-    receives: int = 0
-    messages: int = 0
-    woke: int = 0
-    deleted: int = 0
-    passed: int = 0
-    duplicates: int = 0
-    expired: int = 0
-    foreign: int = 0
-    presence_sent: int = 0
-    presence_heard: int = 0
-    #: Messages that came back to this consumer after it passed them on (each paused its reading).
-    returns: int = 0
-    errors: int = 0
-    by_job: dict[str, int] = field(default_factory=dict)
 
 
 class EventQueueConsumer:

@@ -356,7 +356,11 @@ def test_a_peer_whose_waits_ended_keeps_reading_then_says_it_leaves(
         for i in range(5):
             sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": f"x-{i}"}))
         await wait_until(lambda: busy.stats.expired + done.stats.expired == 5, "nobody's events dropped")
-        assert busy.stats.returns == 0 and done.stats.returns == 0, (busy.stats, done.stats)
+        # done kept reading after its waits ended: it took events of nobody's jobs and dropped them or
+        # passed them to busy, which had not seen them (a peer that stopped reading handles none: each
+        # came back to busy, paused its reading, and went round until the horizon). SQS hands a message
+        # to whichever consumer asks first, so which of the two drops each event varies.
+        assert done.stats.expired + done.stats.passed >= 1, (busy.stats, done.stats)
         assert done._task is not None and not done._task.done()  # still reading within its grace
         # Its grace over, done leaves: busy forgets it and drops nobody's events at once.
         monkeypatch.setattr(eventbridge_queue, "IDLE_GRACE", 0.0)
