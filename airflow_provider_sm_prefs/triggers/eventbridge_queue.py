@@ -199,17 +199,11 @@ class EventQueueConsumer:
             async with shared_client(self.key, self._opener) as client:
                 self._presence_due = 0.0  # announce at once, after an idle stop too
                 while True:
-                    # With nothing subscribed the consumer still reads the queue until IDLE_GRACE is
-                    # over: its peers know it as live and pass it events of their own jobs' peers, which
-                    # would otherwise come back to them and pause their reading (RETURN_PAUSE). Then it
-                    # says it leaves, so they forget it at once.
-                    if self._subscribers:
-                        idle_since = None
-                    else:
-                        idle_since = idle_since or loop.time()
-                        if loop.time() - idle_since > IDLE_GRACE:
-                            await self._announce(client, leaving=True)
+                    idle_since = None if self._subscribers else idle_since or loop.time()
+                    if idle_since is not None and loop.time() - idle_since > IDLE_GRACE:
+                        if await self._leave(client):
                             return
+                        idle_since = None
                     try:
                         answer = await client.receive_message(
                             QueueUrl=self.queue_url,
@@ -233,7 +227,7 @@ class EventQueueConsumer:
                                 "The event queue %s cannot be read (%s): waits fall back to the List loop's "
                                 "cadence; trying the queue again in %.0fs",
                                 self.queue_url,
-                                _describe_error(err),
+                                (error_code(err) if hasattr(err, "response") else "") or type(err).__name__,
                                 delay,
                             )
                         await asyncio.sleep(delay)
@@ -252,6 +246,15 @@ class EventQueueConsumer:
             self._set_healthy(False)
             if _CONSUMERS.get(self.key) is self:
                 del _CONSUMERS[self.key]
+
+    async def _leave(self, client: Any) -> bool:
+        """Say this consumer leaves (see *leaving* in the module docstring); False if a wait subscribed
+        meanwhile: it stays, and announces itself again at once."""
+        await self._announce(client, leaving=True)
+        if self._subscribers:
+            self._presence_due = 0.0
+            return False
+        return True
 
     async def _after_receive(self, client: Any, messages: list[dict[str, Any]]) -> None:
         """Handle a batch, announce this consumer when due, and pause if that helps (see below)."""
@@ -478,11 +481,6 @@ class EventQueueConsumer:
         store.move_to_end(key)
         while len(store) > REMEMBER:
             store.popitem(last=False)
-
-
-def _describe_error(err: BaseException) -> str:
-    code = error_code(err) if hasattr(err, "response") else ""
-    return code or type(err).__name__
 
 
 _CONSUMERS: dict[tuple[Any, ...], EventQueueConsumer] = {}

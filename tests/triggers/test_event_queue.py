@@ -379,6 +379,39 @@ def test_a_peer_whose_waits_ended_keeps_reading_then_says_it_leaves(
     assert events_left(sm, url) == []
 
 
+def test_a_wait_that_subscribes_while_its_consumer_says_it_leaves_keeps_the_consumer(
+    sm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leave is sent at the end of the grace; a wait that subscribes while it goes out must not be
+    left with a consumer that stopped: the consumer stays, and the wait's event wakes it."""
+    monkeypatch.setattr(eventbridge_queue, "IDLE_GRACE", 0.0)
+    url = new_queue(sm)
+    sqs = sm.boto3_client("sqs")
+    woke: list[str] = []
+
+    async def main() -> EventQueueConsumer:
+        consumer = EventQueueConsumer(("racing", url), sqs_opener(sm), url)
+        announce = consumer._announce
+
+        async def announcing(client: Any, leaving: bool = False) -> None:
+            await announce(client, leaving=leaving)
+            if leaving and not woke:  # a wait subscribes while the leave goes out
+                consumer.subscribe(JobKind.TRAINING, "late", lambda d: woke.append(d["TrainingJobName"]))
+
+        consumer._announce = announcing  # type: ignore[method-assign]
+        unsubscribe = consumer.subscribe(JobKind.TRAINING, "first", lambda d: None)
+        await wait_until(lambda: consumer.healthy, "the first receive")
+        unsubscribe()
+        await wait_until(lambda: bool(consumer._subscribers), "the late wait subscribing")
+        sqs.send_message(QueueUrl=url, MessageBody=envelope(TRAINING, {"TrainingJobName": "late"}))
+        await wait_until(lambda: woke == ["late"], "the late wait's event")
+        assert consumer._task is not None and not consumer._task.done()
+        consumer._task.cancel()
+        return consumer
+
+    asyncio.run(main())
+
+
 # ------------------------------------------------------------------------------ triggers, event mode
 
 
