@@ -7,7 +7,8 @@ after the other, ``e2e_latency_poll_resume``, ``e2e_latency_poll``, ``e2e_latenc
 and the task after it. The ``_resume`` DAGs end the job task in a worker (``finish_in_triggerer=False``),
 the others in the triggerer (the default), so each way of waiting is measured both ways in one run. The offline SageMaker runs its clock at
 :data:`TIME_SCALE` x; instances of the one type on the lists free one by one as earlier jobs end, so the
-selections spread over a minute or two. Poll mode waits with the deployment's poll cadence; event mode
+selections spread over a minute or two. Poll mode waits with the deployment's poll cadence (``--poll-interval``
+5 s, growing 1.5x per unchanged poll up to ``--max-poll-interval`` 30 s; equal values: a fixed cadence); event mode
 on the ``aws_sm_events`` connection, whose queue an EventBridge rule at the offline SageMaker feeds.
 
 For every task, from the offline SageMaker's ledger (when the job was selected, mapped from its clock to
@@ -231,6 +232,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(MODES),
         help=f"comma-separated modes, run in this order (default {','.join(MODES)})",
     )
+    parser.add_argument(
+        "--poll-interval", type=float, default=5.0, help="poll mode's first cadence, seconds (default 5)"
+    )
+    parser.add_argument(
+        "--max-poll-interval",
+        type=float,
+        default=30.0,
+        help="cap of the cadence, which grows 1.5x per unchanged poll (default 30; equal to --poll-interval: fixed)",
+    )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     unknown = sorted(set(modes) - set(MODES))
@@ -243,7 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # threshold then hands its triggers to the other triggerer, which runs them again.
     defaults = {"AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "30"}
     with local_airflow(
-        root, executor="celery", poll_interval=5.0, max_poll_interval=30.0, extra_env=defaults
+        root,
+        executor="celery",
+        poll_interval=args.poll_interval,
+        max_poll_interval=max(args.max_poll_interval, args.poll_interval),
+        extra_env=defaults,
     ) as af:
         data = run(af, args.tasks, modes)
     RUN_DIR.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,10 @@ this hook changes these things about them:
   to the session each renewal brings (:func:`fit_refresh_windows`): at most half its lifetime (advisory)
   and a third (mandatory), so a session serves calls for at least half its life; sessions of 30 minutes
   and more keep botocore's windows;
+* an async client's session (``get_async_conn``, whose synchronous part runs in a thread) has already
+  read the botocore data its client needs (:func:`preload_client_data`): aiobotocore creates the client
+  on the event loop, and parsing the service model and the endpoint data there held every wait of a
+  triggerer for 90-200 ms (600-800 ms on a busy host) when the first trigger of a process opened it;
 * a token AWS refuses as expired while botocore takes it for fresh (the host's clock behind AWS's) is
   renewed and the call sent again, once per call, on the sync and the async clients alike
   (:mod:`~.renewal`); a second refusal right after raises :class:`~.renewal.AwsTokenExpiredError`.
@@ -27,6 +31,7 @@ this hook changes these things about them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import functools
 from collections.abc import Callable
@@ -35,7 +40,7 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks import base_aws
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook, BaseSessionFactory
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, DataNotFoundError
 from botocore.utils import parse_timestamp
 
 from airflow_provider_sm_prefs.domain.exceptions import SageMakerPreferencesError
@@ -47,7 +52,7 @@ from airflow_provider_sm_prefs.hooks.retry import (
     with_default_retries,
 )
 
-__all__ = ["AwsCredentialsError", "ProviderAwsHook", "fit_refresh_windows"]
+__all__ = ["AwsCredentialsError", "ProviderAwsHook", "fit_refresh_windows", "preload_client_data"]
 
 #: botocore's refresh windows (seconds before expiry): renew when convenient, and before any call.
 ADVISORY_REFRESH_SECONDS = 15 * 60
@@ -132,6 +137,24 @@ def _in_thread(refresh: Callable[[], Any]) -> Callable[[], Any]:
     return refresh_in_thread
 
 
+#: The data files botocore reads to create any client (endpoints.json alone is 1.2 MB of JSON).
+CLIENT_DATA = ("endpoints", "partitions", "sdk-default-configuration", "_retry")
+#: The per-service files it reads (the service model, several MB for SageMaker, and its endpoint rules).
+SERVICE_DATA = ("service-2", "endpoint-rule-set-1")
+
+
+def preload_client_data(session: Any, service_name: str) -> None:
+    """Have ``session``'s data loader read what creating a ``service_name`` client reads, so that creating
+    it later (on an event loop) finds it in the loader's cache. Missing files are left to botocore."""
+    loader = session.get_component("data_loader")
+    for type_name in SERVICE_DATA:
+        with contextlib.suppress(DataNotFoundError):
+            loader.load_service_model(service_name, type_name, api_version=None)
+    for name in CLIENT_DATA:
+        with contextlib.suppress(DataNotFoundError):
+            loader.load_data_with_path(name)
+
+
 class _RefreshingSessionFactory(BaseSessionFactory):
     """The amazon provider's session factory, with the credential refresh described in the module."""
 
@@ -195,9 +218,13 @@ class ProviderAwsHook(AwsBaseHook):
         """``AwsBaseHook.get_session``, from the configured session factory (``[aws] session_factory``)
         with the credential refresh described in the module."""
         factory = _refreshing(base_aws.SessionFactory)
-        return factory(conn=self.conn_config, region_name=region_name, config=self.config).create_session(
+        session = factory(conn=self.conn_config, region_name=region_name, config=self.config).create_session(
             deferrable=deferrable
         )
+        if deferrable and isinstance(self.client_type, str):
+            # get_async_conn runs this in a thread; the client is then created on the event loop.
+            preload_client_data(session, self.client_type)
+        return session
 
     @property
     def config(self) -> Config:
