@@ -3,8 +3,10 @@ FilterLogEvents, in AWS's shapes (botocore's ``logs`` model validates the reques
 
 The groups are SageMaker's (``/aws/sagemaker/TrainingJobs``, ``/aws/sagemaker/ProcessingJobs``); a group
 exists once a job of its kind has started an instance, as on AWS, where SageMaker creates it on first
-write. The events are those of :mod:`.job_logs` up to the emulated now. Other Logs operations (writes,
-groups of your own) are moto's and do not show up here.
+write. The events are those of :mod:`.job_logs` up to the emulated now. Other Logs operations (writes)
+and the reads of other groups (your own, created with CreateLogGroup) are moto's (the WSGI app routes
+them by group); DescribeLogGroups lists SageMaker's groups and moto's together, in name order
+(:data:`MOTO_LOGS`). Faults and ``access_denied`` apply to every read, whichever group it names.
 
 Pagination: GetLogEvents answers ``nextForwardToken`` / ``nextBackwardToken`` as AWS does, the same token
 again at either end of the stream; FilterLogEvents and the Describe calls answer ``nextToken`` while more
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from offline_sagemaker.engine import Engine
@@ -31,7 +34,14 @@ from offline_sagemaker.models import JobKind
 from offline_sagemaker.responses import page
 from offline_sagemaker.rules import validate_shape
 
-__all__ = ["LogsApi"]
+__all__ = ["MOTO_LOGS", "LogsApi"]
+
+#: moto's CloudWatch Logs for the read being answered, set by the WSGI app around the call: called with a
+#: request of the same operation, it returns moto's answer (an :class:`ApiError` for its refusals). Unset
+#: (the emulator's API called directly), groups that are not SageMaker's do not exist.
+MOTO_LOGS: ContextVar[Callable[[dict[str, Any]], dict[str, Any]] | None] = ContextVar(
+    "moto_logs", default=None
+)
 
 Handler = Callable[[dict[str, Any], float], dict[str, Any]]
 _TOKEN = re.compile(r"^([fb])/(\d+)$")
@@ -89,6 +99,29 @@ class LogsApi:
         return kind
 
     @staticmethod
+    def _moto_groups(prefix: str) -> list[dict[str, Any]]:
+        """Every log group moto holds under ``prefix`` (all of its pages)."""
+        moto = MOTO_LOGS.get()
+        groups: list[dict[str, Any]] = []
+        token = None
+        while moto is not None:
+            answer = moto({k: v for k, v in {"logGroupNamePrefix": prefix, "nextToken": token}.items() if v})
+            groups += answer.get("logGroups") or []
+            token = answer.get("nextToken")
+            if not token:
+                break
+        return groups
+
+    @staticmethod
+    def _moto_read(params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """moto's answer when the request names a group that is not SageMaker's, else None."""
+        name = params.get("logGroupName") or params.get("logGroupIdentifier")
+        moto = MOTO_LOGS.get()
+        if moto is None or not isinstance(name, str) or kind_of_group(name) is not None:
+            return None
+        return moto(dict(params))
+
+    @staticmethod
     def _window(events: list[LogEvent], params: Mapping[str, Any]) -> list[LogEvent]:
         start, end = params.get("startTime"), params.get("endTime")
         return [
@@ -103,13 +136,11 @@ class LogsApi:
         validate_shape("DescribeLogGroups", params, service="logs")
         prefix = str(params.get("logGroupNamePrefix") or "")
         pattern = str(params.get("logGroupNamePattern") or "")
-        groups = []
-        for kind, name in sorted(LOG_GROUPS.items(), key=lambda item: item[1]):
+        groups = {}
+        for kind, name in LOG_GROUPS.items():
             streams = self._streams(kind, now)
-            if not streams or not name.startswith(prefix) or pattern.lower() not in name.lower():
-                continue
-            groups.append(
-                {
+            if streams:
+                groups[name] = {
                     "logGroupName": name,
                     "creationTime": int(min(s.created for s in streams) * 1000),
                     "metricFilterCount": 0,
@@ -118,11 +149,19 @@ class LogsApi:
                     "logGroupClass": "STANDARD",
                     "logGroupArn": self._arn(name),
                 }
-            )
-        return self._paged(groups, "logGroups", params, 50)
+        for group in self._moto_groups(prefix):
+            groups.setdefault(str(group.get("logGroupName")), group)
+        listed = [
+            groups[name]
+            for name in sorted(groups)
+            if name.startswith(prefix) and pattern.lower() in name.lower()
+        ]
+        return self._paged(listed, "logGroups", params, 50)
 
     def _describe_streams(self, params: dict[str, Any], now: float) -> dict[str, Any]:
         validate_shape("DescribeLogStreams", params, service="logs")
+        if (answer := self._moto_read(params)) is not None:
+            return answer
         kind = self._group(params, now)
         prefix = str(params.get("logStreamNamePrefix") or "")
         by_time = params.get("orderBy") == "LastEventTime"
@@ -153,6 +192,8 @@ class LogsApi:
 
     def _get_events(self, params: dict[str, Any], now: float) -> dict[str, Any]:
         validate_shape("GetLogEvents", params, service="logs")
+        if (answer := self._moto_read(params)) is not None:
+            return answer
         kind = self._group(params, now)
         name = str(params["logStreamName"])
         stream = next((s for s in self._streams(kind, now, name) if s.name == name), None)
@@ -181,6 +222,8 @@ class LogsApi:
 
     def _filter_events(self, params: dict[str, Any], now: float) -> dict[str, Any]:
         validate_shape("FilterLogEvents", params, service="logs")
+        if (answer := self._moto_read(params)) is not None:
+            return answer
         kind = self._group(params, now)
         names = params.get("logStreamNames")
         prefix = str(params.get("logStreamNamePrefix") or "")

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 __all__ = [
     "JOB_NAME_PARAM",
+    "LOGS_GROUP_ROUTED",
+    "LOGS_TARGET_PREFIX",
     "OPERATIONS",
     "RESOURCE_ROUTED",
     "SERVICE_OF",
@@ -24,12 +26,22 @@ __all__ = [
     "access_key_id",
     "emulated_operation",
     "emulated_resource",
+    "logs_read",
     "unknown_sagemaker_operation",
 ]
 
 #: Operations on any SageMaker resource: the emulator answers them for the resources it owns (a job's
 #: or a cluster's ARN), moto for the others (see :func:`emulated_resource`).
 RESOURCE_ROUTED: frozenset[str] = frozenset({"AddTags", "ListTags", "DeleteTags"})
+
+#: CloudWatch Logs reads the emulator answers for SageMaker's log groups only: the others (groups a
+#: caller created) are moto's, and DescribeLogGroups lists both.
+LOGS_GROUP_ROUTED: frozenset[str] = frozenset(
+    {"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents"}
+)
+
+#: ``X-Amz-Target`` values of CloudWatch Logs operations start with this.
+LOGS_TARGET_PREFIX = "Logs_20140328"
 
 #: ``X-Amz-Target`` values of SageMaker operations start with this.
 TARGET_PREFIX = "SageMaker."
@@ -68,7 +80,7 @@ TARGET_PREFIXES: Mapping[str, tuple[str, frozenset[str]]] = {
     "ServiceQuotasV20190624": ("servicequotas", frozenset({"ListServiceQuotas", "GetServiceQuota"})),
     "AWSPriceListService": ("pricing", frozenset({"GetProducts"})),
     # The reads of the jobs' CloudWatch log streams (what log followers call); writes stay moto's.
-    "Logs_20140328": (
+    LOGS_TARGET_PREFIX: (
         "logs",
         frozenset({"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents"}),
     ),
@@ -93,14 +105,22 @@ JOB_NAME_PARAM: Mapping[str, str] = {
 
 def emulated_operation(target: str | None) -> str | None:
     """The emulated operation an ``X-Amz-Target`` header names, or None (another service, not emulated,
-    or one of :data:`RESOURCE_ROUTED`, which the resource decides)."""
+    or one of :data:`RESOURCE_ROUTED` or :data:`LOGS_GROUP_ROUTED`, which the resource decides)."""
     if not target:
         return None
     prefix, _, operation = target.partition(".")
     entry = TARGET_PREFIXES.get(prefix)
     if entry is None or operation not in entry[1] or operation in RESOURCE_ROUTED:
         return None
+    if prefix == LOGS_TARGET_PREFIX and operation in LOGS_GROUP_ROUTED:
+        return None
     return operation
+
+
+def logs_read(target: str | None) -> str | None:
+    """The CloudWatch Logs read of :data:`LOGS_GROUP_ROUTED` an ``X-Amz-Target`` header names, or None."""
+    prefix, _, operation = (target or "").partition(".")
+    return operation if prefix == LOGS_TARGET_PREFIX and operation in LOGS_GROUP_ROUTED else None
 
 
 #: The resource types of the ARNs the emulator owns: ``arn:aws:sagemaker:<region>:<account>:<type>/<name>``.

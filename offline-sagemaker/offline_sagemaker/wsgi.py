@@ -11,6 +11,9 @@ Requests are routed in this order:
    which moto lacks) -> :mod:`.iam_api`;
 4. everything else (S3, CloudWatch Logs writes, the other SageMaker operations, ...) -> moto's dispatcher.
 
+The CloudWatch Logs reads (:data:`~.operations.LOGS_GROUP_ROUTED`) are the emulator's, which reads moto's
+Logs for the groups that are not SageMaker's (groups a caller created) and lists both (:mod:`.logs_api`).
+
 Before any of that (admin routes and pages excepted), a request whose ``X-Amz-Security-Token`` is expired
 on the emulated clock, or invalid, is refused in its service's protocol (:mod:`.sts`).
 
@@ -39,11 +42,13 @@ from typing import Any
 from offline_sagemaker.admin import ADMIN_PREFIX
 from offline_sagemaker.exceptions import ApiError, InternalFailure, UnknownOperation, ValidationError
 from offline_sagemaker.iam_api import is_simulate_request, simulate_principal_policy
+from offline_sagemaker.logs_api import MOTO_LOGS
 from offline_sagemaker.operations import (
     RESOURCE_ROUTED,
     TARGET_PREFIX,
     emulated_operation,
     emulated_resource,
+    logs_read,
     unknown_sagemaker_operation,
 )
 from offline_sagemaker.responses import (
@@ -89,12 +94,17 @@ def _moto_serves(operation: str) -> bool:
     return callable(getattr(SageMakerResponse, camelcase_to_underscores(operation), None))
 
 
-def _resource_arn(body: bytes) -> Any:
+def _json_object(body: bytes) -> dict[str, Any]:
+    """A request's JSON body; ``{}`` if it is not a JSON object (the emulator's handler reports that)."""
     try:
         params = json.loads(body or b"{}")
     except ValueError:
-        return None
-    return params.get("ResourceArn") if isinstance(params, dict) else None
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _resource_arn(body: bytes) -> Any:
+    return _json_object(body).get("ResourceArn")
 
 
 def _security_token(environ: dict[str, Any]) -> str | None:
@@ -137,6 +147,9 @@ class EmulatorApp:
         operation = emulated_operation(target)
         if operation is not None:
             return self._sagemaker(operation, self._read_body(environ), environ, start_response)
+        operation = logs_read(target)
+        if operation is not None:
+            return self._logs(operation, environ, start_response)
         unknown = unknown_sagemaker_operation(target)
         if unknown is not None:
             # SageMaker answers an operation it does not have in its JSON error form; moto would
@@ -218,20 +231,32 @@ class EmulatorApp:
         start_response(status_line(response.status), response.headers)
         return [response.body]
 
-    def _other_sagemaker(
+    def _logs(
         self, operation: str, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        """A SageMaker operation of botocore's model that the emulator does not serve by name."""
+        """A CloudWatch Logs read: the emulator answers it (faults, ``access_denied``, validation) and reads
+        moto's Logs through :data:`~.logs_api.MOTO_LOGS` for the groups that are not SageMaker's."""
         body = self._read_body(environ)
-        if operation in RESOURCE_ROUTED and emulated_resource(_resource_arn(body)):
+        what = f"CloudWatch Logs {operation}"
+
+        def moto(request: dict[str, Any]) -> dict[str, Any]:
+            status, _, payload = self._moto(dict(environ), json.dumps(request).encode(), what)
+            answer = _json_object(payload)
+            if status.startswith("2"):
+                return answer
+            code = str(answer.get("__type") or "ServiceUnavailableException").rpartition("#")[2]
+            raise ApiError(code, str(answer.get("message") or answer.get("Message") or status))
+
+        reset = MOTO_LOGS.set(moto)
+        try:
             return self._sagemaker(operation, body, environ, start_response)
-        if not _moto_serves(operation):
-            error = UnknownOperation(
-                f"Operation {operation} is not served by the offline SageMaker: neither the emulator nor "
-                "moto implements it"
-            )
-            return self._error(error, environ, start_response)
+        finally:
+            MOTO_LOGS.reset(reset)
+
+    def _moto(self, environ: dict[str, Any], body: bytes, what: str) -> tuple[str, list[Any], bytes]:
+        """moto's status, headers and body for a request with ``body`` (a 500 if moto raised)."""
         environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
         started: list[Any] = []
 
         def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -246,9 +271,24 @@ class EmulatorApp:
                 if hasattr(result, "close"):
                     result.close()
         except Exception:
-            log.exception("moto failed to serve SageMaker %s", operation)
-            started[:] = ["500 Internal Server Error", []]
-        status, headers = started
+            log.exception("moto failed to serve %s", what)
+            return "500 Internal Server Error", [], b""
+        return started[0], started[1], payload
+
+    def _other_sagemaker(
+        self, operation: str, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """A SageMaker operation of botocore's model that the emulator does not serve by name."""
+        body = self._read_body(environ)
+        if operation in RESOURCE_ROUTED and emulated_resource(_resource_arn(body)):
+            return self._sagemaker(operation, body, environ, start_response)
+        if not _moto_serves(operation):
+            error = UnknownOperation(
+                f"Operation {operation} is not served by the offline SageMaker: neither the emulator nor "
+                "moto implements it"
+            )
+            return self._error(error, environ, start_response)
+        status, headers, payload = self._moto(environ, body, f"SageMaker {operation}")
         if status.startswith("5"):
             log.warning("moto failed to serve SageMaker %s (answered %s)", operation, status)
             failed = ValidationError(

@@ -6,6 +6,8 @@ container runs from +120 (after Downloading) for 600 s; the default 6 training l
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -172,6 +174,12 @@ def test_the_scenario_sets_the_lines_and_logs_access_can_be_denied(
         logs.get_log_events(logGroupName=TRAINING, logStreamName=f"custom/algo-1-{START + 60}")
     assert err.value.response["Error"]["Code"] == "AccessDeniedException"
     assert "logs:GetLogEvents" in err.value.response["Error"]["Message"]
+    # A policy is not about one group: a group the caller created is denied too.
+    logs.create_log_group(logGroupName="/my-team/denied")
+    logs.create_log_stream(logGroupName="/my-team/denied", logStreamName="s")
+    with pytest.raises(ClientError) as err:
+        logs.get_log_events(logGroupName="/my-team/denied", logStreamName="s")
+    assert err.value.response["Error"]["Code"] == "AccessDeniedException"
 
 
 def test_scenario_log_lines_are_validated() -> None:
@@ -193,3 +201,48 @@ def test_describe_instance_count_with_per_entry_counts_is_a_scenario_switch(
     resource = client.describe_training_job(TrainingJobName="counted")["ResourceConfig"]
     assert resource["SelectedInstanceCount"] == 4
     assert resource.get("InstanceCount") == expected
+
+
+def test_groups_a_caller_created_are_listed_with_sagemakers_and_read_from_moto(
+    world: OfflineSageMaker, client: Any, logs: Any, make_training: Any
+) -> None:
+    own = f"/my-team/{uuid.uuid4().hex[:8]}"  # moto's groups outlive the emulator's reset between tests
+    logs.create_log_group(logGroupName=own)
+    logs.create_log_stream(logGroupName=own, logStreamName="night-1")
+    now_ms = int(time.time() * 1000)  # moto checks event times against the host's clock
+    logs.put_log_events(
+        logGroupName=own,
+        logStreamName="night-1",
+        logEvents=[{"timestamp": now_ms, "message": "retrain started"}],
+    )
+
+    def listed(**kwargs: Any) -> list[str]:
+        return [g["logGroupName"] for g in logs.describe_log_groups(**kwargs)["logGroups"]]
+
+    # Before any job started an instance, only the caller's group exists.
+    assert TRAINING not in listed() and own in listed()
+    client.create_training_job(**make_training("mixed", [{"InstanceType": G5, "InstanceCount": 1}]))
+    world.advance(60)
+    everything = listed()
+    assert everything == sorted(everything) and {TRAINING, own} <= set(everything)  # name order, as AWS
+    assert listed(logGroupNamePrefix=own) == [own]
+    assert listed(logGroupNamePrefix="/aws/sagemaker/") == [TRAINING]
+    pages, token = [], None
+    while True:
+        page = logs.describe_log_groups(limit=1, **({"nextToken": token} if token else {}))
+        pages.append(page["logGroups"])
+        token = page.get("nextToken")
+        if not token:
+            break
+    assert [g["logGroupName"] for p in pages for g in p] == everything and all(len(p) == 1 for p in pages)
+    # Reads of the caller's group are moto's; SageMaker's stay the emulator's.
+    assert [s["logStreamName"] for s in logs.describe_log_streams(logGroupName=own)["logStreams"]] == [
+        "night-1"
+    ]
+    events = logs.get_log_events(logGroupName=own, logStreamName="night-1")["events"]
+    assert [e["message"] for e in events] == ["retrain started"]
+    assert [e["message"] for e in logs.filter_log_events(logGroupName=own)["events"]] == ["retrain started"]
+    assert logs.describe_log_streams(logGroupName=TRAINING)["logStreams"]
+    with pytest.raises(ClientError) as err:
+        logs.get_log_events(logGroupName="/nobody/created/this", logStreamName="s")
+    assert err.value.response["Error"]["Code"] == "ResourceNotFoundException"
