@@ -5,6 +5,10 @@ at once stalls on it ("database is locked", API requests timing out, a triggerer
 starts the machine's own PostgreSQL binaries (Debian's ``postgresql`` package: ``.ci/postgres.sh``
 installs it) on a free 127.0.0.1 port with its data in a temporary directory, and removes it on stop.
 The Python side needs ``psycopg2`` and ``asyncpg`` (Airflow's async engine).
+
+``SM_PREFS_POSTGRES_OPTIONS`` adds server options to diagnose a run, e.g.
+``"-c log_lock_waits=on -c deadlock_timeout=200ms -c log_min_duration_statement=500"``; the server log is
+copied to the deployment's ``logs/postgres.log`` on stop.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ _SERVER_OPTIONS = (
     "-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off "
     "-c max_connections=300 -c shared_buffers=64MB"
 )
+
+
+def _server_options() -> str:
+    return f"{_SERVER_OPTIONS} {os.environ.get('SM_PREFS_POSTGRES_OPTIONS', '')}".strip()
 
 
 class PostgresUnavailable(RuntimeError):
@@ -104,7 +112,7 @@ class LocalPostgres:
             shutil.chown(self.data, "postgres", "postgres")
         pgdata = str(self.data / "data")
         self._run("initdb", "-D", pgdata, "-U", self.user, "--auth=trust", "--encoding=UTF8", "--no-sync")
-        options = f"{_SERVER_OPTIONS} -p {self.port} -c unix_socket_directories={self.data}"
+        options = f"{_server_options()} -p {self.port} -c unix_socket_directories={self.data}"
         self._run("pg_ctl", "-D", pgdata, "-l", str(self.data / "server.log"), "-o", options, "-w", "start")
         deadline = time.monotonic() + 30
         while True:
@@ -154,7 +162,7 @@ class LocalPostgres:
         """Start the server on its data directory again (after :meth:`kill`); returns once it accepts."""
         assert self.data is not None
         pgdata = str(self.data / "data")
-        options = f"{_SERVER_OPTIONS} -p {self.port} -c unix_socket_directories={self.data}"
+        options = f"{_server_options()} -p {self.port} -c unix_socket_directories={self.data}"
         self._run("pg_ctl", "-D", pgdata, "-l", str(self.data / "server.log"), "-o", options, "-w", "start")
 
     def stop(self) -> None:
