@@ -69,9 +69,18 @@ def render_latency() -> str:
     if not LATENCY.exists():
         return _not_published("make latency")
     data = _load(LATENCY)
+    first, cap = data.get("poll_interval"), data.get("max_poll_interval")
+    cadence = (
+        f"poll cadence {first:g} s"
+        + (" fixed" if not cap or cap <= first else f" growing to {cap:g} s")
+        + "; "
+        if first
+        else ""
+    )
     return (
         f"Recorded {data['recorded_at']} on Airflow {data['airflow_version']}, {data['cpus']} CPUs "
-        f"(seconds; percentiles are per column); `docs/data/{LATENCY.name}`:\n\n" + render_markdown(data)
+        f"({cadence}seconds; percentiles are per column); `docs/data/{LATENCY.name}`:\n\n"
+        + render_markdown(data)
     )
 
 

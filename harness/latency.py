@@ -7,8 +7,9 @@ after the other, ``e2e_latency_poll_resume``, ``e2e_latency_poll``, ``e2e_latenc
 and the task after it. The ``_resume`` DAGs end the job task in a worker (``finish_in_triggerer=False``),
 the others in the triggerer (the default), so each way of waiting is measured both ways in one run. The offline SageMaker runs its clock at
 :data:`TIME_SCALE` x; instances of the one type on the lists free one by one as earlier jobs end, so the
-selections spread over a minute or two. Poll mode waits with the deployment's poll cadence (``--poll-interval``
-5 s, growing 1.5x per unchanged poll up to ``--max-poll-interval`` 30 s; equal values: a fixed cadence); event mode
+selections spread over a minute or two. Poll mode waits with the deployment's poll cadence: ``--poll-interval``
+5 s, fixed by default, so that its latency reads against one interval (``--max-poll-interval 30``: growing
+1.5x per unchanged poll up to 30 s, the cadence an interval in effect anywhere from 5 to 30 s); event mode
 on the ``aws_sm_events`` connection, whose queue an EventBridge rule at the offline SageMaker feeds.
 
 For every task, from the offline SageMaker's ledger (when the job was selected, mapped from its clock to
@@ -238,8 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-poll-interval",
         type=float,
-        default=30.0,
-        help="cap of the cadence, which grows 1.5x per unchanged poll (default 30; equal to --poll-interval: fixed)",
+        default=None,
+        help="cap of the cadence, which grows 1.5x per unchanged poll (default: --poll-interval, a fixed "
+        "cadence, so that poll mode's latency reads against one interval)",
     )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
@@ -256,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         root,
         executor="celery",
         poll_interval=args.poll_interval,
-        max_poll_interval=max(args.max_poll_interval, args.poll_interval),
+        max_poll_interval=max(args.max_poll_interval or args.poll_interval, args.poll_interval),
         extra_env=defaults,
     ) as af:
         data = run(af, args.tasks, modes)
