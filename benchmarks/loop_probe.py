@@ -2,7 +2,9 @@
 
 :class:`LoopLagTrigger` sleeps ``interval`` seconds in a loop inside the triggerer, next to the triggers
 being measured, and records how late every sleep ends (the overshoot: how long the loop was busy with
-something else). It fires one event when ``stop_file`` exists (or after ``max_seconds``) with the worst
+something else). Python's garbage collections in the process are timed too (``gc.callbacks``): a full
+collection of a triggerer's heap stops its loop, and the event says how long the longest of each
+generation took and when. It fires one event when ``stop_file`` exists (or after ``max_seconds``) with the worst
 lag, the p50/p99, the samples over ``counted`` seconds, and each minute's worst lag; :class:`LoopLagProbe`
 is the operator that defers to it and returns that event as its XCom.
 
@@ -13,6 +15,7 @@ deployment's processes need the checkout on ``PYTHONPATH``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from array import array
@@ -25,6 +28,37 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 CLASSPATH = "benchmarks.loop_probe.LoopLagTrigger"
 #: Slow samples kept with their time (the event travels through the metadata database).
 KEEP_SLOW = 500
+
+
+class GcTimer:
+    """Times the process's garbage collections (``gc.callbacks``) while installed."""
+
+    def __init__(self) -> None:
+        self._start = 0.0
+        #: ``generation -> [count, total seconds, longest seconds, epoch of the longest]``.
+        self.by_generation: dict[int, list[float]] = {}
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        took = time.perf_counter() - self._start
+        entry = self.by_generation.setdefault(int(info.get("generation", -1)), [0, 0.0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += took
+        if took > entry[2]:
+            entry[2], entry[3] = took, time.time()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            str(gen): {
+                "count": int(n),
+                "total_ms": round(total * 1000, 1),
+                "max_ms": round(longest * 1000, 1),
+                "max_epoch": round(when, 3),
+            }
+            for gen, (n, total, longest, when) in sorted(self.by_generation.items())
+        }
 
 
 def lag_summary(
@@ -81,6 +115,19 @@ class LoopLagTrigger(BaseTrigger):
         started = time.time()
         until = time.monotonic() + self.max_seconds
         check_every = max(1, round(1.0 / self.interval))
+        timer = GcTimer()
+        gc.callbacks.append(timer)
+        try:
+            await self._sample(lags, slow, until, check_every)
+        finally:
+            gc.callbacks.remove(timer)
+        summary = lag_summary(lags, slow, self.counted, started)
+        summary["gc"] = timer.summary()
+        yield TriggerEvent(summary)  # type: ignore[no-untyped-call]
+
+    async def _sample(
+        self, lags: array[float], slow: list[tuple[float, float]], until: float, check_every: int
+    ) -> None:
         while True:
             before = time.monotonic()
             await asyncio.sleep(self.interval)
@@ -90,8 +137,7 @@ class LoopLagTrigger(BaseTrigger):
                 slow.append((time.time() - lag, lag))
             # os.path.exists is one stat() call: microseconds, once a second.
             if len(lags) % check_every == 0 and (os.path.exists(self.stop_file) or time.monotonic() > until):
-                break
-        yield TriggerEvent(lag_summary(lags, slow, self.counted, started))  # type: ignore[no-untyped-call]
+                return
 
 
 class LoopLagProbe(BaseOperator):

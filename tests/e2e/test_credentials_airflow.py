@@ -64,5 +64,7 @@ def test_smoke_waits_outlive_their_sessions_in_a_real_triggerer(tmp_path: Path) 
     # The probe ran in the triggerer the whole time and reported its loop lag.
     assert figures["probe"]["samples"] > 100, figures["probe"]
     assert isinstance(figures["probe"]["max_ms"], float)
+    # ... and timed the process's garbage collections meanwhile (the youngest generation runs often).
+    assert figures["probe"]["gc"]["0"]["count"] > 0, figures["probe"]["gc"]
     assert figures["triggerer"]["cpu_seconds"] > 0
     assert "| poll | 10 | 10 | 0 | 0 |" in completed.stdout
