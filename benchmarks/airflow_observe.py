@@ -118,6 +118,16 @@ def blocked_warnings(log: Path) -> dict[str, Any]:
     return {"count": len(seconds), "max_seconds": max(seconds) if seconds else None}
 
 
+#: What the provider logs when AWS refused a session token as expired and it renewed and resent the call
+#: (``airflow_provider_sm_prefs/hooks/renewal.py``).
+RENEWED = "renewing the credentials and sending it again"
+
+
+def renewals_after_refusal(log_dir: Path) -> int:
+    """Calls refused as expired that the provider renewed and sent again, in every log of a deployment."""
+    return sum(p.read_text(errors="replace").count(RENEWED) for p in log_dir.rglob("*.log") if p.is_file())
+
+
 def session_use(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, int]:
     """Between two ``stats()`` snapshots: session keys (``ASIA...``) that signed SageMaker calls, those
     calls, and the calls signed with any other key but the harness's."""

@@ -6,7 +6,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.airflow_observe import MetadataCounts, blocked_warnings, session_use, usage_totals
+from benchmarks.airflow_observe import (
+    MetadataCounts,
+    blocked_warnings,
+    renewals_after_refusal,
+    session_use,
+    usage_totals,
+)
 from benchmarks.processes import FAKE_KEY
 from benchmarks.workload import pending_seconds
 from harness.config import FAKE_ACCESS_KEY_ID
@@ -88,6 +94,7 @@ def figures(
             "sts_sessions": int(creds["sessions"]),
             "refused": refused,
             "refused_total": sum(refused.values()),
+            "renewed_after_refusal": renewals_after_refusal(af.log_dir),
             "while_waiting": waiting,
             "long_term_key_calls": sum(keys.get(FAKE_KEY, {}).values()) + sum(keys.get(FAKE_ACCESS_KEY_ID, {}).values()),
             "probe": {k: v for k, v in probe.items() if k != "slow"},

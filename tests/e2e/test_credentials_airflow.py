@@ -49,8 +49,11 @@ def test_smoke_waits_outlive_their_sessions_in_a_real_triggerer(tmp_path: Path) 
     # The waits were all in the triggerer for the planned emulated hour (four sessions' lifetimes).
     assert figures["hours_after_last_taken"] >= SMOKE.hours
     assert figures["pending_hours_min"] >= SMOKE.hours
-    # No request went out with expired (or unknown) credentials, so none could fail a wait.
-    assert figures["refused_total"] == 0, figures["refused"]
+    # No request went out with unknown credentials, and none refused as expired failed a wait: at 250x a
+    # session lasts 3.6 real seconds, so on a busy host a token botocore still took for fresh may expire
+    # on its way (as with clock skew); the provider renews it and sends the call again, once.
+    assert figures["refused"].get("invalid", 0) == 0, figures["refused"]
+    assert figures["refused"].get("expired", 0) <= figures["renewed_after_refusal"], figures
     # Every SageMaker call was signed with a session key, never the connections' long-term keys.
     assert figures["long_term_key_calls"] == 0
     # While the waits sat in the triggerer (no task process runs then), its sessions were renewed per
