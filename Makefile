@@ -24,7 +24,7 @@ help:
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 100 min; not part of make test)"
 	@echo "make bench-credentials - 1,000 capacity waits pending 12 emulated hours on a role with 15-minute sessions: AssumeRole and web identity, poll and event mode (about 12 min)"
-	@echo "make bench-credentials-airflow - the same in a real Airflow (LocalExecutor, PostgreSQL, one airflow triggerer): 1,000 mapped capacity sensors, 12 emulated hours, poll and event mode, loop lag measured inside the triggerer (about 50 min)"
+	@echo "make bench-credentials-airflow - the same in a real Airflow (LocalExecutor, PostgreSQL, one airflow triggerer): 1,000 mapped capacity sensors, 12 emulated hours, poll and event mode, loop lag measured inside the triggerer (about 65 min)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
@@ -200,7 +200,7 @@ bench-credentials: install
 # The same waits in a real Airflow deployment (harness/deployment.py: LocalExecutor, PostgreSQL, one airflow
 # triggerer): 1,000 mapped SageMakerCapacitySensor tasks, half AssumeRole, half web identity, each in the
 # triggerer for 12 emulated hours before capacity arrives, poll and event mode; the triggerer's event-loop
-# lag measured from inside it (benchmarks/credentials_airflow.py). About 25 minutes per mode on 2 cores;
+# lag measured from inside it (benchmarks/credentials_airflow.py). About 32 minutes per mode on 2 cores;
 # writes benchmarks/results/credentials-airflow-<ts>.json.
 bench-credentials-airflow: install postgres
 	$(RUN) python -m benchmarks.credentials_airflow --waits 1000 --hours 12 --modes poll,events
