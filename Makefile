@@ -10,7 +10,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-credentials-airflow bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
@@ -24,6 +24,7 @@ help:
 	@echo "make demo     - start the offline SageMaker and run the nightly DAG against it"
 	@echo "make bench    - run the benchmarks behind docs/performance.md (about 100 min; not part of make test)"
 	@echo "make bench-credentials - 1,000 capacity waits pending 12 emulated hours on a role with 15-minute sessions: AssumeRole and web identity, poll and event mode (about 12 min)"
+	@echo "make bench-credentials-airflow - the same in a real Airflow (LocalExecutor, PostgreSQL, one airflow triggerer): 1,000 mapped capacity sensors, 12 emulated hours, poll and event mode, loop lag measured inside the triggerer (about 65 min)"
 	@echo "make bench-page - time the capacity page and its API with 10,000 records in a local Airflow"
 	@echo "make perf-doc - publish the last make bench, make latency and make bench-page results (docs/data/) and write docs/performance.md's tables"
 	@echo "make bench-preflight - time and AWS calls the guardrails add per task, cold and warm cache"
@@ -195,6 +196,14 @@ bench: install
 # About 12 minutes on 2 cores; writes benchmarks/results/credentials-<ts>.json (make perf-doc publishes it).
 bench-credentials: install
 	$(RUN) python -m benchmarks.credentials --waits 1000 --hours 12 --modes poll,events --auth assume-role,web-identity
+
+# The same waits in a real Airflow deployment (harness/deployment.py: LocalExecutor, PostgreSQL, one airflow
+# triggerer): 1,000 mapped SageMakerCapacitySensor tasks, half AssumeRole, half web identity, each in the
+# triggerer for 12 emulated hours before capacity arrives, poll and event mode; the triggerer's event-loop
+# lag measured from inside it (benchmarks/credentials_airflow.py). About 32 minutes per mode on 2 cores;
+# writes benchmarks/results/credentials-airflow-<ts>.json.
+bench-credentials-airflow: install postgres
+	$(RUN) python -m benchmarks.credentials_airflow --waits 1000 --hours 12 --modes poll,events
 
 # RECORDS=2000 for a quicker run; writes build/capacity-page/ only.
 RECORDS ?= 10000
