@@ -27,6 +27,8 @@ a trigger that ends its task       ``TaskFailedEvent`` goes to up_for_retry    a
                                                                                triggerer only when no
                                                                                retry remains, on every
                                                                                minor
+XComs a trigger stores for its     sent together (``XCom.aset``)               one after the other, in a
+task (``triggers/finish.py``)                                                  thread
 =================================  ==========================================  ===========================
 
 docs/compatibility.md is the user's side of this table: what each minor gives and what it loses.

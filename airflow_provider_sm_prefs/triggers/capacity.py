@@ -38,7 +38,7 @@ from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
-from airflow_provider_sm_prefs.triggers.finish import FinishPlan, end_task
+from airflow_provider_sm_prefs.triggers.finish import FinishPlan, end_task, warm_up
 from airflow_provider_sm_prefs.triggers.kill import stop_unless_moved
 from airflow_provider_sm_prefs.triggers.watcher import (
     ListingUnavailable,
@@ -216,6 +216,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         return JobKind(self.job_kind)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        if self.finish:
+            warm_up(FinishPlan.from_dict(self.finish), self.log)
         try:
             async for event in self._wait():
                 ending = await self._ending(event)

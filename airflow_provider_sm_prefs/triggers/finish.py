@@ -14,7 +14,16 @@ which carry the XComs:
 * those XComs are stored through the Task SDK (:func:`store_xcoms`), as a task's own pushes are, before
   the end event. Not in the event: Airflow 3.0 to 3.3 store an end event's XComs JSON-encoded once more
   (``XComModel.set``), and a task reading them through the Task SDK gets a string where the worker's
-  push gave a dict or a number;
+  push gave a dict or a number. Where the Task SDK stores asynchronously (``XCom.aset``, Airflow 3.3)
+  and the XCom backend serializes without I/O, every store is sent at once: the triggerer's supervisor
+  answers its runner's requests between the rounds of its own loop (loading triggers, events, the
+  heartbeat), so twelve stores one after the other wait twelve rounds; sent together they are served
+  in one or two;
+* the triggerer's supervisor builds its in-process execution API on the first call that needs it (its
+  versioned routes and their schemas: 2-3 s on a quiet 2-core host, up to 10 s while job tasks start).
+  Left to the first store, that wait lands between SageMaker's selection and the next task, so the
+  first wait of a triggerer process that will end its task makes one read through the channel as soon
+  as it starts (:func:`warm_up`), while it only waits;
 * a failure is ended here only when the plan says so (no retry remains: Airflow before 3.3 would not
   retry a task a trigger failed); otherwise, and for an acceptance window that closed, the plain event
   resumes the task in a worker as before.
@@ -24,10 +33,12 @@ The operator decides whether a wait gets a plan (:mod:`airflow_provider_sm_prefs
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
@@ -36,7 +47,7 @@ from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.record import TaskInstanceRef
 from airflow_provider_sm_prefs.domain.status import WaitFor
 
-__all__ = ["FinishPlan", "end_task"]
+__all__ = ["FinishPlan", "end_task", "warm_up"]
 
 #: The XCom key of a task's return value (``BaseOperator.do_xcom_push``).
 RETURN_VALUE = "return_value"
@@ -99,6 +110,13 @@ def ends_here(plan: FinishPlan, received: CapacityEvent) -> bool:
     return received.status is EventStatus.ERROR and plan.failures
 
 
+class _Ending(NamedTuple):
+    """What the work in the thread decided: the XComs to store, and whether the task ends failed."""
+
+    xcoms: dict[str, Any]
+    failed: bool
+
+
 async def end_task(
     plan: FinishPlan,
     received: CapacityEvent,
@@ -109,7 +127,8 @@ async def end_task(
 ) -> TriggerEvent | None:
     """The event that ends the task with ``received``'s outcome; None when a worker must resume it.
 
-    The work runs in a thread: reading the job's CloudWatch logs and the connection is blocking.
+    The bookkeeping runs in a thread (reading the job's CloudWatch logs and the connection is blocking),
+    then the XComs are stored (:func:`store_xcoms`) and the end event returned.
 
     :param preferences: the list the job was submitted with (the record's, as the worker's resume has it).
     :param logs_hook: makes the CloudWatch Logs hook (called only when logs are read).
@@ -119,10 +138,21 @@ async def end_task(
         return None
     from asgiref.sync import sync_to_async
 
-    # sync_to_async, not a bare thread: the Task SDK calls the work makes (the connection, the XComs) go
-    # through the triggerer's channel, which Airflow 3.0 reaches from such a thread only.
+    # sync_to_async, not a bare thread: the Task SDK calls the work makes (the connection) go through the
+    # triggerer's channel, which Airflow 3.0 reaches from such a thread only.
     work = sync_to_async(_end_task, thread_sensitive=False)
-    return await work(plan, received, kind, preferences, logs_hook, log)
+    ending = await work(plan, received, kind, preferences, logs_hook, log)
+    took = await store_xcoms(plan.ti, ending.xcoms)
+    if ending.failed:
+        log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
+        return TaskFailedEvent()
+    log.info(
+        "Ending the task from the triggerer with %d XComs (stored in %.1fs): no worker resumes it "
+        "(finish_in_triggerer=True)",
+        len(ending.xcoms),
+        took,
+    )
+    return TaskSuccessEvent()
 
 
 def _end_task(
@@ -132,7 +162,7 @@ def _end_task(
     preferences: list[dict[str, Any]],
     logs_hook: Any,
     log: Any,
-) -> TriggerEvent:
+) -> _Ending:
     # Imported here: the operators' collaborators are not needed by a trigger that only waits.
     from airflow_provider_sm_prefs.operators.guardrail_check import with_guardrails
     from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
@@ -157,41 +187,121 @@ def _end_task(
     except Exception as err:
         # What the worker's log says when execute_complete raises it; no traceback: it is the job's.
         log.error("Task failed with exception: %s: %s", type(err).__name__, err)
-        store_xcoms(plan.ti, ti.xcoms)
-        log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
-        return TaskFailedEvent()
+        return _Ending(ti.xcoms, failed=True)
     if plan.return_value:
         ti.xcoms[RETURN_VALUE] = result
-    took = store_xcoms(plan.ti, ti.xcoms)
-    log.info(
-        "Ending the task from the triggerer with %d XComs (stored in %.1fs): no worker resumes it "
-        "(finish_in_triggerer=True)",
-        len(ti.xcoms),
-        took,
-    )
-    return TaskSuccessEvent()
+    return _Ending(ti.xcoms, failed=False)
 
 
-def store_xcoms(ref: Mapping[str, Any], xcoms: Mapping[str, Any]) -> float:
+async def store_xcoms(ref: Mapping[str, Any], xcoms: Mapping[str, Any]) -> float:
     """Push ``xcoms`` for the task instance ``ref`` as a task's own pushes go: the Task SDK's ``XCom``
     (the configured backend, its serialization), through the triggerer's channel to the execution API.
 
-    :returns: the seconds it took (the task log shows it: the triggerer's supervisor serves each call in
-        the loop that also sends its heartbeat, so slow stores mean a slow execution API or database).
+    All at once where :func:`_sent_together` allows it, else one after the other in a thread.
+
+    :returns: the seconds it took (the task log shows it: slow stores mean a busy triggerer supervisor, a
+        slow execution API or database).
     """
+    started = time.monotonic()
+    where = {
+        "dag_id": ref["dag_id"],
+        "task_id": ref["task_id"],
+        "run_id": ref["run_id"],
+        "map_index": ref.get("map_index", -1),
+    }
+    backend = _sent_together()
+    if backend is not None:
+        await asyncio.gather(*(backend.aset(key, value, **where) for key, value in xcoms.items()))
+    else:
+        from asgiref.sync import sync_to_async
+
+        # Airflow 3.0 reaches the triggerer's channel from a sync_to_async thread only.
+        await sync_to_async(_store_one_by_one, thread_sensitive=False)(where, xcoms)
+    return time.monotonic() - started
+
+
+def _sent_together() -> Any | None:
+    """The XCom backend whose stores can be sent at once from the event loop, or None.
+
+    ``XCom.aset`` is the Task SDK's (Airflow 3.3); its requests share the runner's one channel, each
+    awaiting its own answer. A backend that serializes its own way (an object store's) may do I/O there,
+    which must not run on the triggerer's event loop: such a backend stores one by one in a thread.
+    """
+    from airflow.sdk.bases.xcom import BaseXCom
     from airflow.sdk.execution_time.xcom import XCom
 
-    started = time.monotonic()
+    if not hasattr(XCom, "aset"):
+        return None
+    if _function(XCom.serialize_value) is not _function(BaseXCom.serialize_value):
+        return None
+    return XCom
+
+
+def _function(method: Any) -> Any:
+    """The function behind a static method or a class method (bound to its class)."""
+    return getattr(method, "__func__", method)
+
+
+def _store_one_by_one(where: Mapping[str, Any], xcoms: Mapping[str, Any]) -> None:
+    from airflow.sdk.execution_time.xcom import XCom
+
     for key, value in xcoms.items():
-        XCom.set(
-            key,
-            value,
+        XCom.set(key, value, **where)
+
+
+#: The process whose triggerer channel :func:`warm_up` has read through (its pid), and the read in flight.
+_warmed_in: int | None = None
+_warming: set[asyncio.Task[None]] = set()
+
+
+def warm_up(plan: FinishPlan, log: Any) -> None:
+    """Once per triggerer process, as a wait that will end its task starts: read the task's capacity record
+    through the triggerer's channel in the background, so that the supervisor builds its execution API
+    now rather than while the task is ending (see the module). Out of a triggerer it does nothing."""
+    global _warmed_in
+    if _warmed_in == os.getpid() or not _in_a_triggerer():
+        return
+    _warmed_in = os.getpid()
+    read = asyncio.get_running_loop().create_task(_first_read(plan.ti, log))
+    _warming.add(read)
+    read.add_done_callback(_warming.discard)
+
+
+def _in_a_triggerer() -> bool:
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    return type(comms).__name__ == "TriggerCommsDecoder"
+
+
+async def _first_read(ref: Mapping[str, Any], log: Any) -> None:
+    from asgiref.sync import sync_to_async
+
+    from airflow_provider_sm_prefs.domain.record import RECORD_KEY
+
+    def read() -> None:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        XCom.get_one(
+            key=RECORD_KEY,
             dag_id=ref["dag_id"],
             task_id=ref["task_id"],
             run_id=ref["run_id"],
             map_index=ref.get("map_index", -1),
         )
-    return time.monotonic() - started
+
+    started = time.monotonic()
+    try:
+        # A thread as the stores' sync path: Airflow 3.0 reaches the channel from such a thread only.
+        await sync_to_async(read, thread_sensitive=False)()
+    except Exception as err:  # the stores will say what is wrong, when the task ends
+        log.debug("The first read through the triggerer's channel failed: %s", err)
+        return
+    log.info(
+        "The triggerer's execution API answered this process's first read in %.1fs (Airflow builds it on "
+        "first use; done while waiting so that ending a task does not wait for it)",
+        time.monotonic() - started,
+    )
 
 
 def plan_for(ti: Any, **fields: Any) -> dict[str, Any]:

@@ -213,7 +213,10 @@ def test_an_event_that_ends_the_task_in_the_triggerer_is_not_held(
 
     from airflow_provider_sm_prefs.triggers import finish
 
-    monkeypatch.setattr(finish, "store_xcoms", lambda ref, xcoms: 0.0)  # no triggerer channel here
+    async def kept(ref: Any, xcoms: Any) -> float:  # no triggerer channel here
+        return 0.0
+
+    monkeypatch.setattr(finish, "store_xcoms", kept)
     plan = finish.FinishPlan(ti={"dag_id": "d", "task_id": "t", "run_id": "r"}).as_dict()
     deferred = datetime.now(timezone.utc)
     event_comes_after(monkeypatch, deferred, 1.0)

@@ -35,7 +35,7 @@ def stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The XComs the trigger stores for its task, by key."""
     kept: dict[str, Any] = {}
 
-    def keep(ref: Any, xcoms: dict[str, Any]) -> float:
+    async def keep(ref: Any, xcoms: dict[str, Any]) -> float:
         assert set(ref) == {"dag_id", "task_id", "run_id", "map_index", "try_number"}
         kept.update(xcoms)
         return 0.0
