@@ -79,9 +79,19 @@ def render_latency() -> str:
     )
     return (
         f"Recorded {data['recorded_at']} on Airflow {data['airflow_version']}, {data['cpus']} CPUs "
-        f"({cadence}seconds; percentiles are per column); `docs/data/{LATENCY.name}`:\n\n"
+        f"({cadence}{_triggerers(data)}seconds; percentiles are per column); `docs/data/{LATENCY.name}`:\n\n"
         + render_markdown(data)
     )
+
+
+def _triggerers(data: dict[str, Any]) -> str:
+    """Whether the triggerers were warm (each had ended tasks) when the measured runs began."""
+    if "warm" not in data:  # results published before the harness said
+        return ""
+    if not data["warm"]:
+        return "triggerers cold; "
+    reads = ", ".join(f"{r:g} s" for r in data.get("cold_start", []))
+    return f"triggerers warm, their first reads took {reads} before; "
 
 
 def render_capacity_page() -> str:

@@ -12,6 +12,11 @@ selections spread over a minute or two. Poll mode waits with the deployment's po
 1.5x per unchanged poll up to 30 s, the cadence an interval in effect anywhere from 5 to 30 s); event mode
 on the ``aws_sm_events`` connection, whose queue an EventBridge rule at the offline SageMaker feeds.
 
+Before the measured runs, every triggerer process ends a few tasks (:func:`warm_triggerers`), as a
+triggerer in service has: Airflow builds a triggerer's in-process execution API on the first call that
+needs it, once per process, and a fresh deployment's first selections would otherwise each carry that
+cost. What it took is published (``cold_start``); ``--cold`` measures without it.
+
 For every task, from the offline SageMaker's ledger (when the job was selected, mapped from its clock to
 real time) and Airflow's task instances (REST API v2):
 
@@ -68,6 +73,8 @@ _DWELL = re.compile(r"Reporting \S+ in ([\d.]+) s")
 _ENDED_BY_TRIGGERER = "Ending the task from the triggerer"
 #: A line every start of the job task's process writes (execute, and each resume in a worker).
 _PROCESS_START = re.compile(r"Filling up the DagBag from")
+#: A triggerer process's first read through its channel (airflow_provider_sm_prefs.triggers.finish.warm_up).
+_FIRST_READ = re.compile(r"answered this process's first read in ([\d.]+)s")
 
 
 def _log(message: str) -> None:
@@ -104,16 +111,14 @@ def cpu_seconds(af: LocalAirflow, names: Sequence[str]) -> float:
     return total
 
 
-def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """Run ``e2e_latency_<mode>`` once: one row of :data:`PARTS` (seconds) per task, and the CPU seconds
-    per task of the workers and of the triggerers over the run."""
-    workers, triggerers = list(af.config.worker_names), list(triggerer_names(af.config.triggerers))
-    cpu_before = (cpu_seconds(af, workers), cpu_seconds(af, triggerers))
+def run_dag(af: LocalAirflow, mode: str, tasks: int) -> tuple[str, str]:
+    """Run ``e2e_latency_<mode>`` with ``tasks`` jobs to its end, on a fresh offline SageMaker world;
+    returns its DAG id and run id (the jobs are named ``<run id>-NNN``)."""
     af.sm.load_scenario(scenario())
     if mode.startswith("events"):
         af.sm.create_event_queue(EVENT_QUEUE)
     dag_id = f"e2e_latency_{mode}"
-    prefix = f"lat-{mode.replace('_', '-')}-{int(time.time()) % 100000}"
+    prefix = f"lat-{mode.replace('_', '-')}-{int(time.time() * 10) % 1000000}"
     specs = [
         {
             "config": training_config(f"{prefix}-{i:03d}", max_runtime_seconds=86400),
@@ -128,6 +133,50 @@ def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> tuple[list[dict[str
         if time.monotonic() > deadline:
             raise RuntimeError(f"{dag_id} {run_id} did not finish within 900 s")
         time.sleep(2)
+    if mode.startswith("events"):
+        af.sm.remove_event_queue(EVENT_QUEUE)
+    return dag_id, run_id
+
+
+def first_reads(af: LocalAirflow) -> list[float]:
+    """How long each triggerer process's first read through its channel took (seconds), from the trigger
+    logs: the line :func:`airflow_provider_sm_prefs.triggers.finish.warm_up` writes once per process."""
+    found: list[float] = []
+    for path in sorted(Path(af.log_dir).glob("dag_id=e2e_latency_*/**/*.log")):
+        found += [float(s) for s in _FIRST_READ.findall(path.read_text(encoding="utf-8", errors="replace"))]
+    return found
+
+
+def warm_triggerers(af: LocalAirflow, tasks: int = 6, rounds: int = 3) -> list[float]:
+    """Have every triggerer process end tasks before anything is measured, as a triggerer in service has.
+
+    Airflow builds a triggerer supervisor's in-process execution API on the first call that needs it
+    (2-13 s on 2 cores), once per process; the provider makes that call as the process's first wait that
+    will end its task starts. Measured cold, a fresh deployment's first selections would each carry that
+    once-per-process cost. Returns what each process's first read took (published as ``cold_start``).
+    """
+    wanted = af.config.triggerers
+    for _ in range(rounds):
+        run_dag(af, "poll", tasks)
+        deadline = time.monotonic() + 60
+        while len(first_reads(af)) < wanted and time.monotonic() < deadline:
+            time.sleep(2)
+        if len(first_reads(af)) >= wanted:
+            break
+    reads = first_reads(af)
+    if len(reads) < wanted:
+        raise RuntimeError(f"warming: {len(reads)} of {wanted} triggerer processes made their first read")
+    _log(f"triggerers warm: first reads took {', '.join(f'{r:.1f}s' for r in reads)}")
+    return reads
+
+
+def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Run ``e2e_latency_<mode>`` once: one row of :data:`PARTS` (seconds) per task, and the CPU seconds
+    per task of the workers and of the triggerers over the run."""
+    workers, triggerers = list(af.config.worker_names), list(triggerer_names(af.config.triggerers))
+    cpu_before = (cpu_seconds(af, workers), cpu_seconds(af, triggerers))
+    dag_id, run_id = run_dag(af, mode, tasks)
+    prefix = run_id
     clock = af.sm.clock()
     wall, emulated = time.time(), float(clock["now"])
     jobs = {job["name"]: job for job in af.sm.jobs()}
@@ -162,8 +211,6 @@ def measure_mode(af: LocalAirflow, mode: str, tasks: int) -> tuple[list[dict[str
                 "task_processes": processes,
             }
         )
-    if mode.startswith("events"):
-        af.sm.remove_event_queue(EVENT_QUEUE)
     cpu = {
         "worker_cpu_per_job": round((cpu_seconds(af, workers) - cpu_before[0]) / tasks, 2),
         "triggerer_cpu_per_job": round((cpu_seconds(af, triggerers) - cpu_before[1]) / tasks, 2),
@@ -205,10 +252,11 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(af: LocalAirflow, tasks: int, modes: Sequence[str] = MODES) -> dict[str, Any]:
+def run(af: LocalAirflow, tasks: int, modes: Sequence[str] = MODES, warm: bool = True) -> dict[str, Any]:
     from airflow import __version__ as airflow_version
 
     af.wait_for_dags([f"e2e_latency_{m}" for m in modes], timeout=240)
+    cold_start = warm_triggerers(af) if warm else []
     measured = {mode: measure_mode(af, mode, tasks) for mode in modes}
     rows = {mode: r for mode, (r, _) in measured.items()}
     return {
@@ -218,6 +266,8 @@ def run(af: LocalAirflow, tasks: int, modes: Sequence[str] = MODES) -> dict[str,
         "tasks": tasks,
         "poll_interval": af.config.poll_interval,
         "max_poll_interval": af.config.max_poll_interval,
+        "warm": warm,
+        "cold_start": cold_start,
         "modes": {mode: summarize(r) for mode, r in rows.items()},
         "costs": {mode: c for mode, (_, c) in measured.items()},
         "rows": rows,
@@ -243,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cap of the cadence, which grows 1.5x per unchanged poll (default: --poll-interval, a fixed "
         "cadence, so that poll mode's latency reads against one interval)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="measure on triggerers that have not ended a task yet (default: each triggerer process ends "
+        "tasks first, as one in service has; what its first read took is published as cold_start)",
+    )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     unknown = sorted(set(modes) - set(MODES))
@@ -261,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_poll_interval=max(args.max_poll_interval or args.poll_interval, args.poll_interval),
         extra_env=defaults,
     ) as af:
-        data = run(af, args.tasks, modes)
+        data = run(af, args.tasks, modes, warm=not args.cold)
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     (RUN_DIR / "latency.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     table = render_markdown(data)

@@ -52,3 +52,28 @@ def test_a_published_latency_result_is_rendered_from_its_file(
     text = publish.render_latency()
     assert "| poll | 20 | 1.5 / 2.5 / 3.5 |" in text
     assert "No result is published" not in text
+
+
+def test_a_latency_result_says_whether_its_triggerers_were_warm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.latency import PARTS
+
+    summary = {"p50": 1.0, "p95": 2.0, "max": 3.0}
+    base = {
+        "recorded_at": "2026-12-04T00:00:00+00:00",
+        "airflow_version": "3.3.2",
+        "cpus": 2,
+        "tasks": 20,
+        "poll_interval": 5.0,
+        "max_poll_interval": 5.0,
+        "modes": {"poll": {part: summary for part in PARTS}},
+    }
+    path = tmp_path / "latency.json"
+    monkeypatch.setattr(publish, "LATENCY", path)
+    path.write_text(json.dumps({**base, "warm": True, "cold_start": [12.8, 13.0]}), encoding="utf-8")
+    assert "poll cadence 5 s fixed; triggerers warm, their first reads took 12.8 s, 13 s before;" in (
+        publish.render_latency()
+    )
+    path.write_text(json.dumps({**base, "warm": False, "cold_start": []}), encoding="utf-8")
+    assert "triggerers cold;" in publish.render_latency()
