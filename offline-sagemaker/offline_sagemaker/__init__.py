@@ -24,7 +24,8 @@ Modules, from the bottom up (a module imports only modules above it in this list
 - the API: :mod:`.algorithms` (R10), :mod:`.rules` (request validation), :mod:`.account_api` (plans,
   quotas, prices), :mod:`.api` (the operations);
 - HTTP: :mod:`.responses` (answers, statuses, drops), :mod:`.faults` (fault injection), :mod:`.eventbridge`
-  (the jobs' EventBridge events and the pump delivering them), :mod:`.admin` (admin route table),
+  (the jobs' EventBridge events and the pump delivering them), :mod:`.moto_world` (moto's state: what a
+  reset clears, the event queues it keeps), :mod:`.admin` (admin route table),
   :mod:`.service` (all of it behind one lock), :mod:`.wsgi` (the app), :mod:`.handler` (fast path),
   :mod:`.moto_speedups` (moto's SQS receive in constant time),
   :mod:`.controls` / :mod:`.remote` / :mod:`.server` (the handles users hold);

@@ -23,6 +23,7 @@ _FAULT_FIELDS = frozenset(
 )
 _EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enabled"})
 _CREDENTIAL_FIELDS = frozenset({"revoked_roles", "reject_unknown_tokens", "skew_seconds"})
+_EVENT_QUEUE_FIELDS = frozenset({"queue_arn", "rule", "event_pattern", "target_id"})
 
 Answer = tuple[int, Any]
 
@@ -66,6 +67,11 @@ class AdminTarget(Protocol):
         reject_unknown_tokens: bool | None = None,
         skew_seconds: float | None = None,
     ) -> dict[str, Any]: ...
+    def event_queues(self) -> list[dict[str, str]]: ...
+    def keep_event_queue(
+        self, queue_arn: str, rule: str, event_pattern: str, target_id: str | None = None
+    ) -> list[dict[str, str]]: ...
+    def forget_event_queue(self, rule: str) -> list[dict[str, str]]: ...
 
 
 Handler = Callable[[AdminTarget, Mapping[str, Any]], Answer]
@@ -116,6 +122,26 @@ def _set_credentials(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
     return 200, target.set_credentials(**body)
 
 
+def _keep_event_queue(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    unknown = sorted(set(body) - _EVENT_QUEUE_FIELDS)
+    if unknown:
+        allowed = ", ".join(sorted(_EVENT_QUEUE_FIELDS))
+        return 400, {"error": f"{unknown[0]}: unknown event queue field; allowed: {allowed}"}
+    required = ("queue_arn", "rule", "event_pattern")
+    if not all(isinstance(body.get(key), str) for key in required) or not isinstance(
+        body.get("target_id", ""), str
+    ):
+        return 400, {"error": "queue_arn, rule and event_pattern (and target_id if given) must be strings"}
+    return 200, {"event_queues": target.keep_event_queue(**body)}
+
+
+def _forget_event_queue(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
+    rule = body.get("rule")
+    if not isinstance(rule, str) or not rule:
+        return 400, {"error": 'body must be {"rule": <rule name>}'}
+    return 200, {"event_queues": target.forget_event_queue(rule)}
+
+
 #: Every admin route but ``GET jobs/<name>``; the body is the request's JSON object (``{}`` if none).
 ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "health"): lambda target, body: (200, target.health()),
@@ -133,6 +159,9 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "events"): _set_events,
     ("GET", "credentials"): lambda target, body: (200, target.credential_settings()),
     ("POST", "credentials"): _set_credentials,
+    ("GET", "event-queues"): lambda target, body: (200, {"event_queues": target.event_queues()}),
+    ("POST", "event-queues"): _keep_event_queue,
+    ("DELETE", "event-queues"): _forget_event_queue,
 }
 
 

@@ -21,6 +21,8 @@ __all__ = ["EmulatorControls"]
 
 _FAKE_KEY = "testing"
 _SESSION_LOCK = threading.Lock()
+#: The queue's target id on the rule of :meth:`EmulatorControls.create_event_queue`.
+_QUEUE_TARGET_ID = "sm-prefs-queue"
 
 
 class EmulatorControls:
@@ -82,6 +84,8 @@ class EmulatorControls:
         ``source: aws.sagemaker`` and both job detail-types (narrowed to job names starting with
         ``job_name_prefix`` if given), and the queue as its target. Point ``[sm_prefs] event_queue_url``
         (or the connection extra ``sm_prefs_event_queue_url``) at the URL to run triggers in event mode.
+        Unlike what else a caller creates at the endpoint, the queue, the rule and the target outlive a
+        :meth:`reset` (the queue emptied, at the same URL) until :meth:`remove_event_queue`.
         """
         sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
         url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
@@ -93,15 +97,23 @@ class EmulatorControls:
         if job_name_prefix:
             prefix = [{"prefix": job_name_prefix}]
             pattern["detail"] = {"$or": [{"TrainingJobName": prefix}, {"ProcessingJobName": prefix}]}
-        events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
-        events.put_targets(Rule=name, Targets=[{"Id": "sm-prefs-queue", "Arn": arn}])
+        event_pattern = json.dumps(pattern)
+        events.put_rule(Name=name, EventPattern=event_pattern, State="ENABLED")
+        events.put_targets(Rule=name, Targets=[{"Id": _QUEUE_TARGET_ID, "Arn": arn}])
+        self._call(
+            "POST",
+            "event-queues",
+            {"queue_arn": arn, "rule": name, "event_pattern": event_pattern, "target_id": _QUEUE_TARGET_ID},
+        )
         return url
 
     def remove_event_queue(self, name: str = "sagemaker-job-events") -> None:
-        """Undo :meth:`create_event_queue`: the rule, its target and the queue (moto's state outlives a reset)."""
+        """Undo :meth:`create_event_queue`: the rule, its target and the queue, which resets no longer put
+        back."""
+        self._call("DELETE", "event-queues", {"rule": name})
         sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
         with contextlib.suppress(Exception):
-            events.remove_targets(Rule=name, Ids=["sm-prefs-queue"])
+            events.remove_targets(Rule=name, Ids=[_QUEUE_TARGET_ID])
             events.delete_rule(Name=name)
         with contextlib.suppress(Exception):
             sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"])
@@ -137,7 +149,7 @@ class EmulatorControls:
         return result
 
     def load_scenario(self, scenario: ScenarioSource) -> dict[str, Any]:
-        """Replace the scenario and reset the world; returns the scenario as a dict."""
+        """Replace the scenario and reset the world (as :meth:`reset`); returns the scenario as a dict."""
         if isinstance(scenario, Scenario):
             source: Any = scenario.as_dict()
         elif isinstance(scenario, Path):
@@ -154,7 +166,12 @@ class EmulatorControls:
         return result
 
     def reset(self) -> None:
-        """Forget jobs and counters and restart the emulated clock (scenario unchanged)."""
+        """A fresh world, scenario unchanged: no jobs, clusters or counters, the emulated clock restarted,
+        the scenario's faults and event settings, no STS sessions; and nothing a caller created in the
+        services moto answers (S3 buckets, SQS queues, EventBridge rules, CloudWatch Logs groups of their
+        own, IAM roles, ...), in any account or region, except the event queues of
+        :meth:`create_event_queue` (emptied). moto is one per process: emulators served in one process
+        share it, and a reset of one clears it for all."""
         self._call("POST", "reset")
 
     def now(self) -> float:

@@ -22,6 +22,13 @@ from offline_sagemaker.eventbridge import EventPublisher, put_on_default_bus
 from offline_sagemaker.exceptions import ApiError, SerializationError
 from offline_sagemaker.faults import Fault, FaultInjector
 from offline_sagemaker.models import Job, JobKind
+from offline_sagemaker.moto_world import (
+    EventQueue,
+    forget_event_queue,
+    keep_event_queue,
+    kept_event_queues,
+)
+from offline_sagemaker.moto_world import reset as reset_moto
 from offline_sagemaker.operations import JOB_NAME_PARAM, access_key_id
 from offline_sagemaker.responses import Response, dropped, error_response, json_response
 from offline_sagemaker.scenario import load_scenario
@@ -44,6 +51,9 @@ class EmulatorService:
     :param wall_clock: real epoch seconds, injectable for tests.
     :param publish_events: record the jobs' EventBridge events for :meth:`pump_events` to deliver (the
         server turns it on and runs the pump; without a pump nobody would take them).
+
+    :attr:`resets_moto` (set by the WSGI app serving moto behind this service) makes :meth:`reset` and
+    :meth:`load_scenario` clear moto's state too (see :mod:`.moto_world`).
     """
 
     def __init__(
@@ -66,6 +76,8 @@ class EmulatorService:
         #: STS session credentials issued, revoked roles (see :mod:`.sts`).
         self.credentials = CredentialStore()
         self.events = EventPublisher(loaded, self._describe, real_clock=real_clock)
+        #: Whether a reset clears moto's backends of this process too (the app that serves moto sets it).
+        self.resets_moto = False
         if publish_events:
             self.engine.observer = self.events.record
 
@@ -222,24 +234,28 @@ class EmulatorService:
             return job.view(self.engine.start_epoch)
 
     def reset(self) -> None:
-        """Forget jobs and counters, restart the clock and restore the scenario's faults."""
-        with self.lock:
-            self.engine.reset()
-            self._restart(self.engine.scenario)
+        """Forget jobs and counters, restart the clock, restore the scenario's faults and, if this service
+        is served with moto (:attr:`resets_moto`), clear moto's state but the kept event queues."""
+        self._reset(None)
 
     def load_scenario(self, source: ScenarioSource) -> Scenario:
-        """Replace the scenario and reset the world."""
+        """Replace the scenario and reset the world (as :meth:`reset`)."""
         scenario = load_scenario(source)
-        with self.lock:
-            self.engine.reset(scenario)
-            self._restart(scenario)
+        self._reset(scenario)
         return scenario
 
-    def _restart(self, scenario: Scenario) -> None:
-        self._injector = FaultInjector(scenario)
-        self._stats = Stats()
-        self.credentials = CredentialStore()
-        self.events.restart(scenario)
+    def _reset(self, scenario: Scenario | None) -> None:
+        """Reset to ``scenario`` (None: the one in force). No event is being delivered meanwhile: the pending
+        ones go, and none lands on a bus of the world being dropped."""
+        with self._delivery_lock, self.lock:
+            self.engine.reset(scenario)
+            scenario = self.engine.scenario
+            self._injector = FaultInjector(scenario)
+            self._stats = Stats()
+            self.credentials = CredentialStore()
+            self.events.restart(scenario)
+            if self.resets_moto:
+                reset_moto()
 
     def clock(self) -> dict[str, float]:
         """Emulated now, seconds since the world started, and the time scale."""
@@ -308,6 +324,22 @@ class EmulatorService:
         """The EventBridge event settings in force."""
         with self.lock:
             return self.events.settings.as_dict()
+
+    def keep_event_queue(
+        self, queue_arn: str, rule: str, event_pattern: str, target_id: str | None = None
+    ) -> list[dict[str, str]]:
+        """Put this event queue (an SQS queue, a rule of the default bus sending to it) back after every
+        reset, empty; returns the event queues kept (in this process: see :mod:`.moto_world`)."""
+        extra = {} if target_id is None else {"target_id": target_id}
+        return keep_event_queue(EventQueue(queue_arn, rule, event_pattern, **extra))
+
+    def forget_event_queue(self, rule: str) -> list[dict[str, str]]:
+        """Stop putting back the event queues of the rule named ``rule``; returns the event queues kept."""
+        return forget_event_queue(rule)
+
+    def event_queues(self) -> list[dict[str, str]]:
+        """The event queues a reset puts back."""
+        return kept_event_queues()
 
     def stop_all_jobs(self) -> int:
         """Stop every non-terminal job; returns how many were asked to stop."""

@@ -128,12 +128,16 @@ class EmulatorApp:
     """The WSGI application: emulated SageMaker operations, job pages, admin routes, then moto for the rest.
 
     :param service: the emulator service.
-    :param fallback: the WSGI app for everything else (moto's dispatcher by default).
+    :param fallback: the WSGI app for everything else (moto's dispatcher by default: then the service's
+        resets clear moto's state too, see :mod:`.moto_world`).
     """
 
     def __init__(self, service: EmulatorService, fallback: WsgiApp | None = None) -> None:
         self.service = service
-        self.fallback = fallback if fallback is not None else _moto_dispatcher()
+        if fallback is None:
+            fallback = _moto_dispatcher()
+            service.resets_moto = True
+        self.fallback = fallback
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET")

@@ -3,6 +3,7 @@ every job state change in AWS's envelope, without anybody calling SageMaker in b
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -66,8 +67,8 @@ def clients(sm: OfflineSageMaker) -> dict[str, Any]:
 @pytest.fixture
 def subscribe(clients: dict[str, Any]) -> Iterator[Callable[..., str]]:
     """``subscribe(detail_type, job_name, state="ENABLED")``: a queue and a rule sending ``detail_type``
-    events of the job ``job_name`` to it; the queue URL. Rules are removed afterwards (moto's backends
-    outlive the module).
+    events of the job ``job_name`` to it; the queue URL. Rules a reset has not removed are removed afterwards
+    (moto's backends outlive the module). Call it after loading the test's scenario: the reset clears moto.
 
     The rule names its job, as a rule in a shared account does: moto's EventBridge and SQS are process-wide,
     so the other emulators of this test process (the session's, with jobs of earlier tests still running)
@@ -92,7 +93,8 @@ def subscribe(clients: dict[str, Any]) -> Iterator[Callable[..., str]]:
 
     yield make
     for name in rules:
-        events.remove_targets(Rule=name, Ids=["queue"])
+        with contextlib.suppress(events.exceptions.ResourceNotFoundException):
+            events.remove_targets(Rule=name, Ids=["queue"])
         events.delete_rule(Name=name)
 
 
@@ -142,8 +144,8 @@ def run_job(sm: OfflineSageMaker, step: float = 30.0) -> None:
 def test_a_waiting_training_job_sends_every_change_to_the_rule_without_sagemaker_calls(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING, "evented")
     sm.load_scenario(FROZEN)
+    url = subscribe(TRAINING, "evented")
     create_training(sm, clients, "evented")
     run_job(sm)
 
@@ -190,9 +192,9 @@ def test_a_waiting_training_job_sends_every_change_to_the_rule_without_sagemaker
 def test_processing_events_go_to_a_processing_rule_and_not_to_a_training_rule(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
+    sm.load_scenario(FROZEN)
     training_url = subscribe(TRAINING, "evented-proc")
     processing_url = subscribe(PROCESSING, "evented-proc")
-    sm.load_scenario(FROZEN)
     clients["sagemaker"].create_processing_job(
         **processing_request("evented-proc", instance_type="ml.m5.xlarge", count=1)
     )
@@ -219,9 +221,9 @@ def test_processing_events_go_to_a_processing_rule_and_not_to_a_training_rule(
 def test_a_disabled_rule_gets_nothing(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
+    sm.load_scenario(FROZEN)
     disabled = subscribe(TRAINING, "evented-disabled", state="DISABLED")
     enabled = subscribe(TRAINING, "evented-disabled")
-    sm.load_scenario(FROZEN)
     create_training(sm, clients, "evented-disabled")
     run_job(sm)
     assert len(receive(clients["sqs"], enabled, len(TRAINING_STATES))) == len(TRAINING_STATES)
@@ -234,8 +236,8 @@ def test_a_disabled_rule_gets_nothing(
 def test_loss_rate_one_delivers_nothing(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING, "evented-lost")
     sm.load_scenario({**FROZEN, "events": {"loss_rate": 1}})
+    url = subscribe(TRAINING, "evented-lost")
     create_training(sm, clients, "evented-lost")
     run_job(sm)
     wait_done(sm, "evented-lost")
@@ -246,8 +248,8 @@ def test_loss_rate_one_delivers_nothing(
 def test_duplicate_rate_one_delivers_each_event_twice_with_the_same_id(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING, "evented-twice")
     sm.load_scenario(FROZEN)
+    url = subscribe(TRAINING, "evented-twice")
     assert sm.set_events(duplicate_rate=1)["duplicate_rate"] == 1
     create_training(sm, clients, "evented-twice")
     run_job(sm)
@@ -263,8 +265,8 @@ def test_duplicate_rate_one_delivers_each_event_twice_with_the_same_id(
 def test_delay_seconds_holds_each_event_back(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING, "evented-late")
     sm.load_scenario({**SCARCE, "events": {"delay_seconds": 1.5}})
+    url = subscribe(TRAINING, "evented-late")
     started = time.monotonic()
     create_training(sm, clients, "evented-late")
 
@@ -278,8 +280,8 @@ def test_delay_seconds_holds_each_event_back(
 def test_events_can_be_turned_off_and_changed_over_http(
     sm: OfflineSageMaker, clients: dict[str, Any], subscribe: Callable[..., str]
 ) -> None:
-    url = subscribe(TRAINING, "evented-off")
     sm.load_scenario(SCARCE)
+    url = subscribe(TRAINING, "evented-off")
     remote = OfflineSageMaker.attach(sm.endpoint_url)
     assert remote.set_events(enabled=False) == {
         "enabled": False,

@@ -206,7 +206,7 @@ def test_describe_instance_count_with_per_entry_counts_is_a_scenario_switch(
 def test_groups_a_caller_created_are_listed_with_sagemakers_and_read_from_moto(
     world: OfflineSageMaker, client: Any, logs: Any, make_training: Any
 ) -> None:
-    own = f"/my-team/{uuid.uuid4().hex[:8]}"  # moto's groups outlive the emulator's reset between tests
+    own = f"/my-team/{uuid.uuid4().hex[:8]}"
     logs.create_log_group(logGroupName=own)
     logs.create_log_stream(logGroupName=own, logStreamName="night-1")
     now_ms = int(time.time() * 1000)  # moto checks event times against the host's clock

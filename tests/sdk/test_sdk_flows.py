@@ -38,11 +38,10 @@ pytestmark = pytest.mark.skipif(not SDK_PYTHON.exists(), reason="no SDK venv: ru
 
 @pytest.fixture
 def sdk(offline_sm_server: Any) -> Any:
-    """The session's emulator with the job role in its IAM; returns ``run(flow, counts) -> (summary, output)``."""
+    """The session's emulator; returns ``run(flow, counts) -> (summary, output)``, which puts the job role in
+    its IAM first (the test's scenario is loaded by then, and loading one resets the emulator's IAM)."""
     sm = offline_sm_server
     iam = sm.boto3_client("iam")
-    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
-        iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(TRUST))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AIRFLOW"))},
         "AWS_ENDPOINT_URL": sm.endpoint_url,
@@ -52,6 +51,8 @@ def sdk(offline_sm_server: Any) -> Any:
     }
 
     def run(flow: str, counts: str, name: str, logs: bool = True) -> tuple[dict[str, Any], str]:
+        with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+            iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(TRUST))
         result = subprocess.run(
             [str(SDK_PYTHON), str(FLOWS), flow, name, counts, "logs" if logs else "no-logs"],
             env=env,
