@@ -22,7 +22,18 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
-    """Every botocore data file read from now on: its path, and whether the main thread read it."""
+    """Every botocore data file read from now on: its path, and whether the main thread read it.
+
+    With empty loaders, as in a fresh triggerer process: the amazon provider gives every async session its
+    one module-level loader, and the test session shares one for the sync sessions (tests/conftest.py), so
+    after an earlier test in this process nothing would be read at all.
+    """
+    import botocore.loaders
+    import botocore.session
+    from airflow.providers.amazon.aws.hooks import base_aws
+
+    monkeypatch.setattr(base_aws, "_loader", botocore.loaders.Loader())
+    monkeypatch.setattr(botocore.session, "create_loader", botocore.loaders.create_loader)
     seen: list[tuple[str, bool]] = []
     original = JSONFileLoader.load_file
 
