@@ -31,7 +31,6 @@ table and writes everything to ``benchmarks/results/credentials-<timestamp>.json
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -44,7 +43,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks.launch import RESULTS, emulator_clock, start_trigger_process, write_creation_times
+from benchmarks.launch import (
+    RESULTS,
+    emulator_clock,
+    result_path,
+    save_result,
+    start_trigger_process,
+    write_creation_times,
+)
 from benchmarks.processes import (
     EmulatorProcess,
     ProcessError,
@@ -418,14 +424,8 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[CredentialsPlan, Path]:
     if args.log_level:
         changes["log_level"] = args.log_level.upper()
     plan = replace(plan, **changes)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    output = args.output or RESULTS / f"credentials-{stamp}{'-smoke' if plan.smoke else ''}.json"
+    output = args.output or result_path("credentials", plan.smoke)
     return plan, output.resolve()
-
-
-def _save(result: Mapping[str, Any], output: Path) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
 
 
 def _summary(record: Mapping[str, Any]) -> str:
@@ -479,12 +479,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             record["loadavg_1m"] = {"start": load, "end": os.getloadavg()[0]}
             result["runs"].append(record)
             print(_summary(record), flush=True)
-            _save(result, output)
+            save_result(result, output)
     finally:
         emulator_proc.close()
     result["total_seconds"] = time.monotonic() - started
     result["machine"]["loadavg_end"] = list(os.getloadavg())
-    _save(result, output)
+    save_result(result, output)
     print()
     print(render(result))
     print(f"\nresults: {output} ({result['total_seconds'] / 60:.1f} min)")

@@ -50,7 +50,7 @@ from benchmarks.airflow_observe import (
     process_usage,
 )
 from benchmarks.credentials_airflow_report import DAG_ID, figures, render
-from benchmarks.launch import RESULTS, emulator_clock
+from benchmarks.launch import emulator_clock, result_path, save_result
 from benchmarks.processes import ROOT, assumed_role_env, git_revision, machine_info
 from benchmarks.variants import EVENT_DETAIL_ENV, EVENT_QUEUE_ENV
 from benchmarks.workload import Workload, submit_jobs
@@ -344,14 +344,8 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[AirflowPlan, Path]:
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
     plan = replace(plan, **changes)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    output = args.output or RESULTS / f"credentials-airflow-{stamp}{'-smoke' if plan.smoke else ''}.json"
+    output = args.output or result_path("credentials-airflow", plan.smoke)
     return plan, output.resolve()
-
-
-def _save(result: Mapping[str, Any], output: Path) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
 
 
 def ok(run: Mapping[str, Any]) -> bool:
@@ -393,10 +387,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["runs"].append(record)
         f = record.get("figures")
         print(f"    {json.dumps(f, default=str)[:600] if f else record.get('error')}", flush=True)
-        _save(result, output)
+        save_result(result, output)
     result["total_minutes"] = round((time.monotonic() - started) / 60, 1)
     result["machine"]["loadavg_end"] = list(os.getloadavg())
-    _save(result, output)
+    save_result(result, output)
     print()
     print(render(result))
     print(f"\nresults: {output} ({result['total_minutes']} min)")

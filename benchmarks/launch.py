@@ -19,6 +19,18 @@ from benchmarks.workload import preference_list
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def result_path(name: str, smoke: bool) -> Path:
+    """``benchmarks/results/<name>-<UTC timestamp>[-smoke].json``: where a run writes its result."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return RESULTS / f"{name}-{stamp}{'-smoke' if smoke else ''}.json"
+
+
+def save_result(result: Mapping[str, Any], output: Path) -> None:
+    """Write the result as it stands (after every run, so an interrupted benchmark keeps its figures)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+
+
 def emulator_clock(emulator: Any, samples: int = 5) -> metrics.ClockMap:
     """Calibrate emulated -> monotonic time on the call with the shortest round trip."""
     best: tuple[float, float, float] | None = None

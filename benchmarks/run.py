@@ -30,7 +30,6 @@ Prints Markdown tables and writes everything to ``benchmarks/results/bench-<time
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -55,6 +54,8 @@ from benchmarks.events import EventRoute
 from benchmarks.launch import (
     RESULTS,
     emulator_clock,
+    result_path,
+    save_result,
     start_trigger_process,
     write_creation_times,
 )
@@ -664,8 +665,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[Plan, Path]:
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else Plan()
     plan = replace(plan, **_plan_changes(parser, args))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    output = args.output or RESULTS / f"bench-{stamp}{'-smoke' if plan.smoke else ''}.json"
+    output = args.output or result_path("bench", plan.smoke)
     return plan, output.resolve()
 
 
@@ -686,12 +686,6 @@ def _new_result(plan: Plan, argv: Sequence[str] | None) -> dict[str, Any]:
         "variants": {key: VARIANTS[key].description for key in plan.variants},
         "runs": [],
     }
-
-
-def _save(result: dict[str, Any], output: Path) -> None:
-    """Write the result as it stands (after every run, so an interrupted benchmark keeps its figures)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
 
 
 def _measure_parse(plan: Plan, result: dict[str, Any]) -> None:
@@ -718,7 +712,7 @@ def _start_parse(plan: Plan, result: dict[str, Any], output: Path) -> threading.
         thread.start()
         return thread
     _measure_parse(plan, result)
-    _save(result, output)
+    save_result(result, output)
     return None
 
 
@@ -844,7 +838,7 @@ def _capacity_runs(
             record["loadavg_1m"] = {"start": load_before[0], "end": os.getloadavg()[0]}
             result["runs"].append(record)
             _print_run_summary(record)
-            _save(result, output)
+            save_result(result, output)
     finally:
         _stop(upcoming)
         emulator_proc.close()
@@ -872,7 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result["total_seconds"] = time.monotonic() - started
     result["machine"]["loadavg_end"] = list(os.getloadavg())
-    _save(result, output)
+    save_result(result, output)
     print()
     print(report.render(result))
     print(f"\nresults: {output} ({result['total_seconds'] / 60:.1f} min)")
