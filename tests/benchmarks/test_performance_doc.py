@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,21 +34,26 @@ def test_published_results_keep_figures_and_drop_raw_samples() -> None:
     assert publish.slim(result) == {"runs": [{"figures": {"calls": {"total": 3}}}]}
 
 
-def test_a_published_latency_result_is_rendered_from_its_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    summary = {"p50": 1.5, "p95": 2.5, "max": 3.5}
+def latency_result(**fields: Any) -> dict[str, Any]:
+    """A ``make latency`` result of one mode whose every part is 1.5 / 2.5 / 3.5 s, with ``fields``."""
     from harness.latency import PARTS
 
-    data = {
-        "recorded_at": "2026-12-02T00:00:00+00:00",
+    summary = {"p50": 1.5, "p95": 2.5, "max": 3.5}
+    return {
+        "recorded_at": "2026-12-04T00:00:00+00:00",
         "airflow_version": "3.3.2",
         "cpus": 2,
         "tasks": 20,
         "modes": {"poll": {part: summary for part in PARTS}},
+        **fields,
     }
+
+
+def test_a_published_latency_result_is_rendered_from_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "latency.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(json.dumps(latency_result()), encoding="utf-8")
     monkeypatch.setattr(publish, "LATENCY", path)
     text = publish.render_latency()
     assert "| poll | 20 | 1.5 / 2.5 / 3.5 |" in text
@@ -57,23 +63,14 @@ def test_a_published_latency_result_is_rendered_from_its_file(
 def test_a_latency_result_says_whether_its_triggerers_were_warm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.latency import PARTS
-
-    summary = {"p50": 1.0, "p95": 2.0, "max": 3.0}
-    base = {
-        "recorded_at": "2026-12-04T00:00:00+00:00",
-        "airflow_version": "3.3.2",
-        "cpus": 2,
-        "tasks": 20,
-        "poll_interval": 5.0,
-        "max_poll_interval": 5.0,
-        "modes": {"poll": {part: summary for part in PARTS}},
-    }
     path = tmp_path / "latency.json"
     monkeypatch.setattr(publish, "LATENCY", path)
-    path.write_text(json.dumps({**base, "warm": True, "cold_start": [12.8, 13.0]}), encoding="utf-8")
+    cadence = {"poll_interval": 5.0, "max_poll_interval": 5.0}
+    path.write_text(
+        json.dumps(latency_result(**cadence, warm=True, cold_start=[12.8, 13.0])), encoding="utf-8"
+    )
     assert "poll cadence 5 s fixed; triggerers warm, their first reads took 12.8 s, 13 s before;" in (
         publish.render_latency()
     )
-    path.write_text(json.dumps({**base, "warm": False, "cold_start": []}), encoding="utf-8")
+    path.write_text(json.dumps(latency_result(**cadence, warm=False, cold_start=[])), encoding="utf-8")
     assert "triggerers cold;" in publish.render_latency()
