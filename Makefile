@@ -1,21 +1,24 @@
 # Every target sets up what it needs: a fresh clone runs `make demo` or `make test` directly.
 PYTHON ?= python3
 UV := $(PYTHON) -m uv
+# uv itself where it is missing: the release uv.lock pins, checked against its hashes (uv-requirements.txt).
+INSTALL_UV := $(PYTHON) -m pip install --quiet --require-hashes -r uv-requirements.txt
 VENV := .venv
 RUN := $(UV) run --frozen --extra testing
 # The SageMaker Python SDK is kept out of .venv on every Python: on Python >= 3.12 it cannot share it with
 # apache-airflow 3.3 (sagemaker-core pins importlib-metadata<7, airflow-core needs >=7 there). It gets its own
-# venv, pinned by tests/sdk/requirements.txt.
+# venv, pinned and hashed by tests/sdk/requirements.txt (compiled from tests/sdk/requirements.in: `make sdk-lock`).
 SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-credentials-airflow bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv sdk-lock perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-credentials-airflow bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
-	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing)"
+	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing: uv-requirements.txt, pinned and hashed)"
 	@echo "make test     - install, then run every test not marked e2e (make e2e runs those)"
 	@echo "make sdk-venv - the SageMaker Python SDK in build/sdk-venv (make test runs its flows against the offline SageMaker)"
+	@echo "make sdk-lock - compile tests/sdk/requirements.in into tests/sdk/requirements.txt (pins and hashes)"
 	@echo "make compat   - the version matrix: the whole non-e2e suite on Airflow 3.0, 3.1, 3.2 and 3.3, and the core e2e scenarios on 3.0 and 3.3"
 	@echo "make compat-oldest - the matrix's oldest cell (Airflow 3.0 on Python 3.10, lowest dependency bounds): suite and core e2e"
 	@echo "make compat-3.1 - the non-e2e suite in compat/airflow-3.1's locked environment (likewise 3.0, 3.2)"
@@ -40,19 +43,23 @@ help:
 	@echo "make reliability-doc - publish the last e2e run's reliability table and soak report (build/reliability) into docs/"
 
 $(VENV)/.installed: pyproject.toml uv.lock
-	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
+	@$(UV) --version >/dev/null 2>&1 || $(INSTALL_UV)
 	$(UV) sync --frozen --extra testing
 	@touch $@
 
 install: $(VENV)/.installed
 
 $(SDK_VENV)/.installed: tests/sdk/requirements.txt
-	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.5"
+	@$(UV) --version >/dev/null 2>&1 || $(INSTALL_UV)
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SDK_VENV)
-	$(UV) pip install --quiet --python $(SDK_VENV)/bin/python -r tests/sdk/requirements.txt
+	$(UV) pip install --quiet --require-hashes --python $(SDK_VENV)/bin/python -r tests/sdk/requirements.txt
 	@touch $@
 
 sdk-venv: $(SDK_VENV)/.installed
+
+# The SDK venv's lock: every pin of tests/sdk/requirements.in resolved, with the hashes of its files.
+sdk-lock: install
+	$(UV) pip compile --quiet --python-version 3.11 --generate-hashes tests/sdk/requirements.in -o tests/sdk/requirements.txt
 
 # The suite runs in worker processes, one test file per worker at a time (its module fixtures are set up
 # once) in the order they are collected (the long DAG-run files come early, not last); every worker has its
