@@ -3,6 +3,13 @@
 The routes answer ``(HTTP status, JSON payload)``. They run against any :class:`AdminTarget` (the
 :class:`~offline_sagemaker.service.EmulatorService`), so the in-process methods and the
 HTTP routes run the same code. Never faulted.
+
+Anyone who can reach the port can call them, a web page in the user's browser included, so over HTTP
+(:func:`refusal`) a request that changes state must carry ``Content-Type: application/json``: a browser
+sends a cross-site request without asking the server first only with ``text/plain``, form or multipart
+bodies (a CORS "simple request"), and the emulator grants no cross-site request when asked. A request
+whose ``Origin`` is another site's is refused whatever its method. ``POST scenario`` reads only the files
+the server allows (:class:`~offline_sagemaker.scenario.ScenarioFiles`).
 """
 
 from __future__ import annotations
@@ -10,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from offline_sagemaker.exceptions import ScenarioError
+from offline_sagemaker.exceptions import ScenarioError, ScenarioRefused
+from offline_sagemaker.scenario import ScenarioFiles
 from offline_sagemaker.scenario_types import Scenario, ScenarioSource
 
-__all__ = ["ADMIN_PREFIX", "ROUTES", "AdminTarget", "dispatch"]
+__all__ = ["ADMIN_PREFIX", "JSON_CONTENT_TYPE", "ROUTES", "AdminTarget", "dispatch", "own_origins", "refusal"]
 
 #: Where the admin routes are served.
 ADMIN_PREFIX = "/_emulator"
@@ -25,6 +33,14 @@ _EVENT_FIELDS = frozenset({"delay_seconds", "loss_rate", "duplicate_rate", "enab
 _CREDENTIAL_FIELDS = frozenset({"revoked_roles", "reject_unknown_tokens", "skew_seconds"})
 _EVENT_QUEUE_FIELDS = frozenset({"queue_arn", "rule", "event_pattern", "target_id"})
 
+#: The content type of every admin request that changes state (see :func:`refusal`).
+JSON_CONTENT_TYPE = "application/json"
+#: The methods that read only; every other one changes state.
+_READING = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The host names a browser may use for an emulator bound to loopback or to every interface.
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_LOCAL_BINDS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""})
+
 Answer = tuple[int, Any]
 
 
@@ -33,6 +49,8 @@ class AdminTarget(Protocol):
 
     @property
     def scenario(self) -> Scenario: ...
+    @property
+    def scenario_files(self) -> ScenarioFiles: ...
     def health(self) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
     def jobs(self) -> list[dict[str, Any]]: ...
@@ -84,8 +102,11 @@ def _reset(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
 
 def _load_scenario(target: AdminTarget, body: Mapping[str, Any]) -> Answer:
     source = body.get("scenario", body)
-    if not source:
+    if not source or not isinstance(source, str | Mapping):
         return 400, {"error": 'body must be {"scenario": <builtin name | path | mapping>}'}
+    if isinstance(source, str):
+        # A name or a path: read only what the server allows, and say nothing of any other file.
+        source = target.scenario_files.load(source)
     return 200, target.load_scenario(source).as_dict()
 
 
@@ -185,6 +206,44 @@ def dispatch(target: AdminTarget, method: str, path: str, body: Any = None) -> A
             return handler(target, payload)
         if method == "GET" and route.startswith(_JOB_PREFIX):
             return _job(target, route[len(_JOB_PREFIX) :])
+    except ScenarioRefused as exc:
+        return 403, {"error": str(exc)}
     except (ScenarioError, ValueError) as exc:
         return 400, {"error": str(exc)}
     return 404, {"error": f"no admin route {method} {path}"}
+
+
+def own_origins(host: str, port: str | int) -> frozenset[str]:
+    """The origins of the emulator's own pages when it listens on ``host:port`` (lower case).
+
+    An emulator bound to loopback or to every interface is reached as ``127.0.0.1``, ``localhost`` or
+    ``[::1]``; the bound name alone otherwise. The ``Host`` header is not trusted: a page that rebinds
+    its own DNS name to 127.0.0.1 would name itself there.
+    """
+    names = {f"[{host}]" if ":" in host else host}
+    if host in _LOCAL_BINDS:
+        names.update(_LOOPBACK)
+    return frozenset(f"http://{name}:{port}".lower() for name in names if name)
+
+
+def refusal(
+    method: str, content_type: str | None, origin: str | None, allowed: frozenset[str]
+) -> Answer | None:
+    """Why an admin request over HTTP is refused before it is routed; None when it may pass.
+
+    :param content_type: the request's ``Content-Type`` header (None if absent).
+    :param origin: the request's ``Origin`` header (None if absent: a client that is not a browser).
+    :param allowed: the emulator's own origins (:func:`own_origins`).
+    """
+    if origin is not None and origin.strip().rstrip("/").lower() not in allowed:
+        return 403, {
+            "error": f"Origin {origin!r}: the admin routes answer only requests from the emulator's own "
+            f"origin ({', '.join(sorted(allowed)) or 'none'}); a page of another site may not control it"
+        }
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    if method.upper() not in _READING and media_type != JSON_CONTENT_TYPE:
+        return 415, {
+            "error": f"Content-Type: admin {method.upper()} requests must carry 'Content-Type: "
+            f"{JSON_CONTENT_TYPE}' (got {content_type or 'none'!r}); send the body as JSON ({{}} if empty)"
+        }
+    return None

@@ -1,9 +1,11 @@
 """``offline-sagemaker`` (also installed as ``sm-prefs-emulator``, and ``python -m offline_sagemaker``): run
 the offline SageMaker until SIGTERM/SIGINT.
 
-    offline-sagemaker --port 5005 --scenario first-choice-scarce
+    offline-sagemaker --port 5005 --scenario first-choice-scarce --scenario-dir ./scenarios
 
 The first line printed is the endpoint URL, so scripts can read it (``--port 0`` picks a free port).
+Over HTTP (``POST /_emulator/scenario``) the server loads a builtin, the ``--scenario`` file, or a
+``.yaml``/``.yml``/``.json`` file under a ``--scenario-dir``: no other file of this machine.
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         help=f"builtin scenario ({', '.join(BUILTIN_SCENARIOS)}) or a YAML/JSON file (default: default)",
     )
     parser.add_argument(
+        "--scenario-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory whose .yaml/.yml/.json scenario files POST /_emulator/scenario may load "
+        "(repeatable; without it, only the builtins and the --scenario file)",
+    )
+    parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="interface to bind (default 127.0.0.1; anything else exposes fake AWS to the network)",
@@ -55,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        emulator = OfflineSageMaker(scenario=args.scenario, port=args.port, host=args.host)
+        emulator = OfflineSageMaker(
+            scenario=args.scenario, port=args.port, host=args.host, scenario_dirs=args.scenario_dir
+        )
         emulator.start()
     except ScenarioError as exc:
         print(f"{prog}: invalid scenario: {exc}", file=sys.stderr)

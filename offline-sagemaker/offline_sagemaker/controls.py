@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_sagemaker.admin import ADMIN_PREFIX
+from offline_sagemaker.scenario import load_scenario
 from offline_sagemaker.scenario_types import Scenario, ScenarioSource
 
 __all__ = ["EmulatorControls"]
@@ -149,11 +150,16 @@ class EmulatorControls:
         return result
 
     def load_scenario(self, scenario: ScenarioSource) -> dict[str, Any]:
-        """Replace the scenario and reset the world (as :meth:`reset`); returns the scenario as a dict."""
+        """Replace the scenario and reset the world (as :meth:`reset`); returns the scenario as a dict.
+
+        A :class:`~pathlib.Path` is a file of this process's machine: it is read and validated here and
+        sent as the scenario itself. A string is a builtin name or a path the server reads, which it does
+        only under a directory it was started to allow (``--scenario-dir``).
+        """
         if isinstance(scenario, Scenario):
             source: Any = scenario.as_dict()
         elif isinstance(scenario, Path):
-            source = str(scenario.resolve())
+            source = load_scenario(scenario).as_dict()
         else:
             source = scenario
         result: dict[str, Any] = self._call("POST", "scenario", {"scenario": source})

@@ -3,7 +3,8 @@
 :class:`ApiError` and its subclasses are what the SageMaker API answers a client with, in AWS's terms: an
 error code (``__type``) and a message. They carry no HTTP status; the HTTP layer
 (:func:`offline_sagemaker.responses.status_for`) maps codes to statuses.
-:class:`ScenarioError` is a user's scenario (file, dict or name) being invalid.
+:class:`ScenarioError` is a user's scenario (file, dict or name) being invalid; :class:`ScenarioRefused` a
+scenario file the admin route may not read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "ResourceLimitExceeded",
     "ResourceNotFound",
     "ScenarioError",
+    "ScenarioRefused",
     "SerializationError",
     "ServiceUnavailable",
     "ThrottlingError",
@@ -114,3 +116,7 @@ class NotFound(ApiError):
 
 class ScenarioError(ValueError):
     """A scenario file, dict or name is invalid; the message names the offending key."""
+
+
+class ScenarioRefused(ScenarioError):
+    """A scenario file outside what the server was started to allow (``--scenario-dir``): never read."""

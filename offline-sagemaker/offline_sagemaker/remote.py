@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from offline_sagemaker.admin import JSON_CONTENT_TYPE
 from offline_sagemaker.controls import EmulatorControls
 
 __all__ = ["RemoteSageMaker"]
@@ -30,12 +31,15 @@ class RemoteSageMaker(EmulatorControls):
         return self._endpoint_url
 
     def _admin(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        # The server takes a request that changes state only as JSON (see admin.refusal): always a body.
+        if method != "GET" and body is None:
+            body = {}
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             self._endpoint_url + path,
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"} if data is not None else {},
+            headers={"Content-Type": JSON_CONTENT_TYPE} if data is not None else {},
         )
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:

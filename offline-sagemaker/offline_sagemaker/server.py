@@ -11,10 +11,11 @@ calls SageMaker.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from offline_sagemaker.controls import EmulatorControls
@@ -37,6 +38,9 @@ class OfflineSageMaker(EmulatorControls):
     :param scenario: builtin scenario name, path to a YAML/JSON file, dict, or :class:`Scenario`.
     :param port: TCP port; 0 picks a free one.
     :param host: interface to bind; loopback by default so nothing outside this machine can reach it.
+    :param scenario_dirs: directories whose ``.yaml``/``.yml``/``.json`` files ``POST /_emulator/scenario``
+        (and :meth:`RemoteSageMaker.load_scenario` with a path string) may load; no other file is read over
+        HTTP.
     :param real_clock: monotonic real seconds, injectable for tests.
     """
 
@@ -46,9 +50,12 @@ class OfflineSageMaker(EmulatorControls):
         port: int = 0,
         host: str = "127.0.0.1",
         *,
+        scenario_dirs: Iterable[str | os.PathLike[str]] = (),
         real_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.service = EmulatorService(scenario, real_clock=real_clock, publish_events=True)
+        self.service = EmulatorService(
+            scenario, scenario_dirs=scenario_dirs, real_clock=real_clock, publish_events=True
+        )
         self._region = self.service.scenario.region
         self._host = host
         self._requested_port = port

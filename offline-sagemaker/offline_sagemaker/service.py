@@ -10,9 +10,10 @@ through :meth:`EmulatorService.admin` (the HTTP routes of :mod:`.admin`).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from offline_sagemaker.admin import dispatch
@@ -31,7 +32,7 @@ from offline_sagemaker.moto_world import (
 from offline_sagemaker.moto_world import reset as reset_moto
 from offline_sagemaker.operations import JOB_NAME_PARAM, access_key_id
 from offline_sagemaker.responses import Response, dropped, error_response, json_response
-from offline_sagemaker.scenario import load_scenario
+from offline_sagemaker.scenario import ScenarioFiles, load_scenario
 from offline_sagemaker.scenario_types import Faults, Scenario, ScenarioSource
 from offline_sagemaker.stats import Stats
 from offline_sagemaker.sts import CredentialStore, refusal
@@ -47,6 +48,8 @@ class EmulatorService:
     the same code.
 
     :param scenario: a builtin scenario name, a path, a dict or a :class:`Scenario`.
+    :param scenario_dirs: directories whose scenario files the admin route may load (besides the builtins
+        and ``scenario`` itself when it is a file); see :class:`~.scenario.ScenarioFiles`.
     :param real_clock: monotonic real seconds, injectable for tests.
     :param wall_clock: real epoch seconds, injectable for tests.
     :param publish_events: record the jobs' EventBridge events for :meth:`pump_events` to deliver (the
@@ -60,10 +63,13 @@ class EmulatorService:
         self,
         scenario: ScenarioSource = "default",
         *,
+        scenario_dirs: Iterable[str | os.PathLike[str]] = (),
         real_clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         publish_events: bool = False,
     ) -> None:
+        #: What ``POST /_emulator/scenario`` may read.
+        self.scenario_files = ScenarioFiles.allowing(scenario_dirs, start=scenario)
         self.lock = threading.RLock()
         # Held by the one delivering (outside ``lock``), so events leave in the order they were taken.
         self._delivery_lock = threading.Lock()

@@ -5,7 +5,8 @@ Requests are routed in this order:
 1. ``X-Amz-Target: <prefix>.<Op>`` for the emulated operations -> the emulator (served by the
    request handler's fast path (:mod:`.handler`) when it can, by this app otherwise);
 2. paths under ``/_emulator/view`` -> human-readable job pages (:mod:`.view`), then the rest of
-   ``/_emulator/`` -> admin routes (:mod:`.admin`, never faulted);
+   ``/_emulator/`` -> admin routes (:mod:`.admin`, never faulted; a request that changes state must be
+   JSON, and one from another site's page is refused: :func:`.admin.refusal`);
 3. STS ``AssumeRole``, ``AssumeRoleWithWebIdentity`` and ``GetCallerIdentity`` of the emulator's session
    credentials -> :mod:`.sts`; IAM ``SimulatePrincipalPolicy`` (the SageMaker Python SDK's role check,
    which moto lacks) -> :mod:`.iam_api`;
@@ -39,7 +40,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from offline_sagemaker.admin import ADMIN_PREFIX
+from offline_sagemaker.admin import ADMIN_PREFIX, own_origins, refusal
 from offline_sagemaker.exceptions import ApiError, InternalFailure, UnknownOperation, ValidationError
 from offline_sagemaker.iam_api import is_simulate_request, simulate_principal_policy
 from offline_sagemaker.logs_api import MOTO_LOGS
@@ -318,15 +319,22 @@ class EmulatorApp:
 
     def _admin(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         raw = self._read_body(environ)
+        method = environ.get("REQUEST_METHOD", "GET")
+        refused = refusal(
+            method,
+            environ.get("CONTENT_TYPE"),
+            environ.get("HTTP_ORIGIN"),
+            own_origins(str(environ.get("SERVER_NAME", "")), str(environ.get("SERVER_PORT", ""))),
+        )
+        if refused is not None:
+            return self._send(*refused, environ, start_response)
         body: Any = None
         if raw:
             try:
                 body = json.loads(raw)
             except ValueError:
                 return self._send(400, {"error": "body must be JSON"}, environ, start_response)
-        status, payload = self.service.admin(
-            environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", ""), body
-        )
+        status, payload = self.service.admin(method, environ.get("PATH_INFO", ""), body)
         return self._send(status, payload, environ, start_response)
 
     def _view(

@@ -26,7 +26,8 @@ CONSOLE_SCRIPT = Path(sys.executable).with_name("sm-prefs-emulator")
 
 def admin_http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -271,3 +272,131 @@ def test_job_page_shows_the_list_with_the_selected_entry_and_the_transitions(
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"{world.endpoint_url}/_emulator/view/jobs/no-such-job", timeout=10)
     assert missing.value.code == 404 and "no-such-job" in missing.value.read().decode()
+
+
+# ------------------------------------------------------------------------------- cross-site requests
+
+
+def raw_admin(
+    sm: OfflineSageMaker, method: str, route: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, Any]:
+    """One admin request with exactly these headers (http.client adds no Content-Type of its own)."""
+    connection = httpclient.HTTPConnection("127.0.0.1", sm.port, timeout=10)
+    try:
+        connection.request(method, f"/_emulator/{route}", body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def world_state(sm: OfflineSageMaker) -> tuple[Any, ...]:
+    """Everything a state-changing admin route would change: jobs, clock, scenario, faults, events."""
+    faults = admin_http(sm.endpoint_url + "/_emulator/faults")[1]
+    return sm.jobs(), sm.clock(), sm.scenario_dict(), faults, sm.event_settings(), sm.credential_settings()
+
+
+#: The state-changing admin routes with a body that would change the world if it were accepted.
+CHANGING_ROUTES = [
+    ("POST", "reset", {}),
+    ("POST", "stop-all-jobs", {}),
+    ("POST", "scenario", {"scenario": "plan-no-capacity"}),
+    ("POST", "clock", {"advance": 3600}),
+    ("POST", "faults", {"throttle_rate": 1}),
+    ("POST", "events", {"enabled": False}),
+    ("POST", "credentials", {"reject_unknown_tokens": True}),
+    ("DELETE", "event-queues", {"rule": "sm-prefs-queue"}),
+]
+#: The content types a browser sends cross-site without asking the server first ("simple requests").
+SIMPLE_CONTENT_TYPES = [
+    "text/plain",
+    "text/plain;charset=UTF-8",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    None,
+]
+
+
+@pytest.mark.parametrize("content_type", SIMPLE_CONTENT_TYPES)
+@pytest.mark.parametrize(("method", "route", "body"), CHANGING_ROUTES, ids=[r[1] for r in CHANGING_ROUTES])
+def test_a_state_changing_admin_request_that_is_not_json_is_refused_and_changes_nothing(
+    world: OfflineSageMaker,
+    client: Any,
+    make_training: Callable[..., dict[str, Any]],
+    method: str,
+    route: str,
+    body: dict[str, Any],
+    content_type: str | None,
+) -> None:
+    # A job running, a clock that has moved: a reset, a stop or a new scenario would all show.
+    client.create_training_job(**make_training("kept", [{"InstanceType": "ml.g5.48xlarge"}], count=1))
+    world.advance(120)
+    before = world_state(world)
+    headers = {"Content-Type": content_type} if content_type is not None else {}
+    status, answer = raw_admin(world, method, route, json.dumps(body).encode(), headers)
+    assert status == 415
+    assert "Content-Type: application/json" in answer["error"] and method in answer["error"]
+    assert world_state(world) == before
+    assert world.job("kept")["status"] == "InProgress"
+
+
+def test_a_request_from_another_sites_page_is_refused_whatever_its_content_type(
+    world: OfflineSageMaker, client: Any, make_training: Callable[..., dict[str, Any]]
+) -> None:
+    client.create_training_job(**make_training("kept", [{"InstanceType": "ml.g5.48xlarge"}], count=1))
+    before = world_state(world)
+    for origin in ("http://attacker.example", "null", f"http://attacker.example:{world.port}"):
+        headers = {"Content-Type": "application/json", "Origin": origin}
+        status, answer = raw_admin(world, "POST", "reset", b"{}", headers)
+        assert status == 403 and repr(origin) in answer["error"], (origin, answer)
+        # Reads too: a page that rebinds its name to 127.0.0.1 learns nothing of the jobs.
+        assert raw_admin(world, "GET", "jobs", b"", {"Origin": origin})[0] == 403
+    assert world_state(world) == before
+    # The emulator's own origin (a page it serves) and no Origin (any client but a browser) pass.
+    own = {"Content-Type": "application/json", "Origin": f"http://localhost:{world.port}"}
+    assert raw_admin(world, "POST", "stop-all-jobs", b"{}", own) == (200, {"stopped": 1})
+    assert raw_admin(world, "POST", "reset", b"", {"Content-Type": "application/json"}) == (200, {"ok": True})
+    assert world.jobs() == []
+
+
+def test_remote_controls_send_json_to_every_state_changing_route(world: OfflineSageMaker) -> None:
+    remote = OfflineSageMaker.attach(world.endpoint_url)
+    remote.advance(60)
+    assert remote.stop_all_jobs() == 0
+    remote.reset()  # no arguments: still sent as a JSON body
+    assert remote.clock()["elapsed"] == 0
+    remote.set_events(enabled=True)
+    remote.load_scenario("plan-no-capacity")
+    assert world.scenario.name == "plan-no-capacity"
+
+
+def test_console_script_loads_scenario_files_only_from_its_command_line(tmp_path: Path) -> None:
+    start, allowed = tmp_path / "start.yaml", tmp_path / "allowed"
+    start.write_text("name: start\ntime_scale: 0\n")
+    allowed.mkdir()
+    (allowed / "night.json").write_text('{"name": "night", "time_scale": 0}')
+    command = [str(CONSOLE_SCRIPT), "--port", "0", "--scenario", str(start), "--scenario-dir", str(allowed)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        base = process.stdout.readline().strip() + "/_emulator"
+        assert admin_http(base + "/scenario", "POST", {"scenario": str(allowed / "night.json")})[0] == 200
+        assert admin_http(base + "/scenario", "POST", {"scenario": str(start)})[1]["name"] == "start"
+        status, answer = admin_http(base + "/scenario", "POST", {"scenario": "/etc/passwd"})
+        assert status == 403 and "root" not in answer["error"]
+        assert admin_http(base + "/health")[1]["scenario"] == "start"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+    missing = subprocess.run(
+        [str(CONSOLE_SCRIPT), "--port", "0", "--scenario-dir", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (
+        missing.returncode == 2
+        and "nowhere" in missing.stderr
+        and "not an existing directory" in missing.stderr
+    )

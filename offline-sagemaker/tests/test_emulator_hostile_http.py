@@ -93,3 +93,35 @@ def test_arbitrary_bodies_never_crash_the_server_or_create_a_job(
     if status != 200:
         aws_error(status, answer)
     assert world.jobs() == []
+
+
+def admin_post(sm: OfflineSageMaker, route: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    request = urllib.request.Request(f"{sm.endpoint_url}/_emulator/{route}", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content_type=st.text(
+        st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=60
+    ).filter(lambda value: value.partition(";")[0].strip().lower() != "application/json"),
+    route=st.sampled_from(["reset", "stop-all-jobs", "scenario", "clock", "faults"]),
+    origin=st.none()
+    | st.sampled_from(["http://attacker.example", "null", "http://127.0.0.1.attacker.example"]),
+)
+def test_admin_posts_that_are_not_json_or_come_from_another_site_change_nothing(
+    world: OfflineSageMaker, content_type: str, route: str, origin: str | None
+) -> None:
+    world.advance(60)
+    before = (world.clock(), world.scenario_dict(), world.stats())
+    headers = {"Content-Type": content_type}
+    if origin is not None:
+        headers["Origin"] = origin
+    body = b'{"scenario": "plan-no-capacity", "advance": 60, "throttle_rate": 1}'
+    status, answer = admin_post(world, route, body, headers)
+    assert status == (403 if origin is not None else 415), answer
+    assert (world.clock(), world.scenario_dict(), world.stats()) == before

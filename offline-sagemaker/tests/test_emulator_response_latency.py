@@ -50,7 +50,10 @@ def other_client(sm: OfflineSageMaker, **config: Any) -> Any:
 
 def admin_http(sm: OfflineSageMaker, method: str, route: str, body: Any = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{sm.endpoint_url}/_emulator/{route}", data=data, method=method)
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    request = urllib.request.Request(
+        f"{sm.endpoint_url}/_emulator/{route}", data=data, method=method, headers=headers
+    )
     try:
         with urllib.request.urlopen(request, timeout=DEADLINE) as response:
             return response.status, json.loads(response.read())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,146 @@ def test_unknown_builtin_name_suggests_the_closest() -> None:
 def test_scenario_objects_pass_through() -> None:
     scenario = Scenario(name="x", time_scale=1)
     assert load_scenario(scenario) is scenario
+
+
+# ------------------------------------------------------------------------ scenario files over HTTP
+
+#: What the tests' files hold that no error may quote (a stand-in for a secret in a file of the machine).
+SECRET = "hunter2-not-for-your-eyes"
+
+
+def post_scenario(sm: OfflineSageMaker, source: Any) -> tuple[int, dict[str, Any]]:
+    """``POST /_emulator/scenario`` as any client of the port would send it."""
+    request = urllib.request.Request(
+        f"{sm.endpoint_url}/_emulator/scenario",
+        data=json.dumps({"scenario": source}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def allowed(tmp_path: Path) -> Path:
+    """The one directory the server below may load scenario files from."""
+    directory = tmp_path / "allowed"
+    directory.mkdir()
+    (directory / "mine.yaml").write_text("name: mine\ntime_scale: 0\ncapacity:\n  ml.g6.48xlarge: 3\n")
+    return directory
+
+
+@pytest.fixture
+def files_server(
+    offline_sagemaker_factory: Callable[..., OfflineSageMaker], allowed: Path
+) -> OfflineSageMaker:
+    return offline_sagemaker_factory({"name": "before", "time_scale": 0}, scenario_dirs=[allowed])
+
+
+def test_a_file_under_an_allowed_directory_and_a_builtin_load_over_http(
+    files_server: OfflineSageMaker, allowed: Path
+) -> None:
+    status, loaded = post_scenario(files_server, str(allowed / "mine.yaml"))
+    assert status == 200 and loaded["name"] == "mine" and files_server.scenario.name == "mine"
+    assert post_scenario(files_server, "first-choice-scarce")[1]["name"] == "first-choice-scarce"
+    remote = OfflineSageMaker.attach(files_server.endpoint_url)
+    assert remote.load_scenario(str(allowed / "mine.yaml"))["name"] == "mine"  # read by the server
+    # A Path is the client's own file, sent as its content: it needs no allowed directory.
+    outside = allowed.parent / "client-side.yaml"
+    outside.write_text("name: client-side\ntime_scale: 0\n")
+    assert remote.load_scenario(outside)["name"] == "client-side"
+
+
+def test_a_file_outside_the_allowed_directories_is_refused_unread(files_server: OfflineSageMaker) -> None:
+    status, answer = post_scenario(files_server, "/etc/passwd")
+    assert status == 403
+    assert "--scenario-dir" in answer["error"]
+    # Nothing of the file: not its first key, not any line, not a word of it.
+    passwd = Path("/etc/passwd").read_text()
+    assert "root" not in answer["error"] and not any(
+        line and line in answer["error"] for line in passwd.splitlines()
+    )
+    assert files_server.scenario.name == "before"
+    # Refused before it is opened: a missing file outside is refused in the same words (no oracle).
+    missing = post_scenario(files_server, "/etc/no-such-file")[1]["error"]
+    assert missing.replace("/etc/no-such-file", "/etc/passwd") == answer["error"]
+    with pytest.raises(ValueError, match="neither a builtin scenario"):
+        OfflineSageMaker.attach(files_server.endpoint_url).load_scenario("/etc/passwd")
+
+
+def test_dot_dot_and_symlinks_cannot_leave_an_allowed_directory(
+    files_server: OfflineSageMaker, allowed: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(f"name: {SECRET}\n")  # a valid scenario: only where it lies refuses it
+    (allowed / "link.yaml").symlink_to(outside)
+    (allowed / "sub").mkdir()
+    for source in (
+        str(allowed / "link.yaml"),
+        str(allowed / ".." / "outside.yaml"),
+        str(allowed / "sub" / ".." / "mine.yaml"),
+        str(outside),
+    ):
+        status, answer = post_scenario(files_server, source)
+        assert status == 403 and SECRET not in answer["error"], (source, answer)
+    assert files_server.scenario.name == "before"
+
+
+@pytest.mark.parametrize(
+    ("file_name", "content", "problem"),
+    [
+        ("broken.yaml", f"password: [{SECRET}\n  other: 1\n", "not valid YAML/JSON at line"),
+        ("list.json", json.dumps([SECRET]), "a scenario must be a mapping of keys, got a list"),
+        ("keys.yaml", f"aws_secret_access_key: {SECRET}\n", "a top-level key is not a scenario key"),
+        (
+            "values.yaml",
+            f"capacity:\n  ml.g6.48xlarge: [{{from: 0, free: {SECRET}}}]\n",
+            "invalid value under the scenario key 'capacity'",
+        ),
+        ("numbers.yaml", f"1: {SECRET}\n", "a top-level key is not a scenario key"),
+        ("binary.yaml", None, "cannot be read (UnicodeDecodeError)"),
+    ],
+)
+def test_a_malformed_file_in_an_allowed_directory_is_named_with_its_problem_not_its_content(
+    files_server: OfflineSageMaker, allowed: Path, file_name: str, content: str | None, problem: str
+) -> None:
+    path = allowed / file_name
+    if content is None:
+        path.write_bytes(b"\xff\xfe" + SECRET.encode("utf-16-le"))
+    else:
+        path.write_text(content)
+    status, answer = post_scenario(files_server, str(path))
+    assert status == 400
+    assert answer["error"].startswith(f"scenario file {str(path)!r}: {problem}"), answer
+    for leaked in (SECRET, "password", "aws_secret_access_key", "free"):
+        assert leaked not in answer["error"]
+    assert files_server.scenario.name == "before"
+
+
+def test_only_scenario_file_kinds_load_from_an_allowed_directory(
+    files_server: OfflineSageMaker, allowed: Path
+) -> None:
+    (allowed / ".env").write_text(f"TOKEN={SECRET}\n")
+    status, answer = post_scenario(files_server, str(allowed / ".env"))
+    assert status == 403 and "ends in .yaml, .yml, .json" in answer["error"] and SECRET not in answer["error"]
+    status, answer = post_scenario(files_server, str(allowed / "gone.yaml"))
+    assert (status, answer["error"]) == (400, f"scenario file {str(allowed / 'gone.yaml')!r}: no such file")
+
+
+def test_the_file_a_server_started_from_loads_again_and_its_neighbours_do_not(
+    offline_sagemaker_factory: Callable[..., OfflineSageMaker], tmp_path: Path
+) -> None:
+    start = tmp_path / "start.yaml"
+    start.write_text("name: start\ntime_scale: 0\n")
+    (tmp_path / "neighbour.yaml").write_text("name: neighbour\n")
+    server = offline_sagemaker_factory(str(start))
+    assert post_scenario(server, str(start)) == (200, server.scenario_dict())
+    assert post_scenario(server, str(tmp_path / "neighbour.yaml"))[0] == 403
+    with pytest.raises(ScenarioError, match="not an existing directory"):
+        OfflineSageMaker(scenario_dirs=[tmp_path / "nowhere"])
 
 
 # -------------------------------------------------------------------------------- builtins over HTTP
