@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 def offline_sagemaker_factory() -> Iterator[Callable[..., OfflineSageMaker]]:
     """Start offline SageMakers with any scenario: ``offline_sagemaker_factory("first-choice-scarce")``.
 
-    The factory takes the :class:`OfflineSageMaker` arguments (``scenario``, ``port``, ``host``, ...).
+    The factory takes the :class:`OfflineSageMaker` arguments (``scenario``, ``port``, ``host``, ...);
+    ``scenario_dirs=[tmp_path]`` lets ``POST /_emulator/scenario`` (and a remote ``load_scenario`` with a
+    path string) load the scenario files under ``tmp_path``, which it refuses otherwise.
     """
     from offline_sagemaker.server import OfflineSageMaker
 
