@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.exceptions import NotOursError
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import XComKey
@@ -87,7 +88,14 @@ class StopUnattendedJob:
             ti,
             job_name,
         )
-        hook.stop_job(kind, job_name)
+        from airflow_provider_sm_prefs.operators.identity import task_claim
+
+        state = JobStateStore.of(context).load_or_none()
+        claim = state.claim() if state is not None and state.job_name == job_name else task_claim(context)
+        try:
+            hook.stop_job(kind, job_name, claim)
+        except NotOursError as err:
+            log.error("%s", err)
 
     def __repr__(self) -> str:
         return "STOP_UNATTENDED_JOB"

@@ -26,9 +26,6 @@ EVERY = 30.0
 LIVE_STATES = frozenset(
     {"running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting", None}
 )
-_DEPLOYMENT_ID = (
-    "from airflow_provider_sm_prefs.operators.identity import deployment_id; print(deployment_id())"
-)
 
 
 @dataclass
@@ -60,10 +57,8 @@ class ReconcilerLoop:
         self.ledger = ReconcilerLedger()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="reconciler", daemon=True)
-        self._deployment: str | None = None
 
     def __enter__(self) -> ReconcilerLoop:
-        self._deployment = self.af.run_python(_DEPLOYMENT_ID).strip()
         self._thread.start()
         return self
 
@@ -92,7 +87,8 @@ class ReconcilerLoop:
 
     def _reconcile(self) -> dict[str, Any]:
         af = self.af
-        assert self._deployment is not None
+        # No --deployment-id: the command reads the id the deployment generated (its Airflow Variable) over
+        # the REST API, as an operator's cron job would; before the first task generated it, the pass fails.
         env = {**af.env, "SM_PREFS_AIRFLOW_API_URL": af.api_url, "SM_PREFS_AIRFLOW_API_TOKEN": af.token()}
         command = [
             str(Path(sys.executable).with_name("sm-prefs-reconcile")),
@@ -100,8 +96,6 @@ class ReconcilerLoop:
             "--stop",
             "--aws-conn-id",
             "aws_default",
-            "--deployment-id",
-            self._deployment,
         ]
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
         report: dict[str, Any] = json.loads(result.stdout)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, tag_value
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, IdentityKey, OwnerClaim, tag_value
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.domain.reconcile import (
@@ -259,7 +259,7 @@ def test_a_dry_run_decides_every_job_and_stops_none(sm: Any, jobs: Any, api: Res
     assert "no task instance 'renamed_task'" in reasons["j-task-gone"]
     assert "handed the running job off" in reasons["j-handed-off"]
     assert "later try" in reasons["j-running-later-try"]
-    assert "shortened and matches no run" in reasons["j-long-unknown"]
+    assert "shortened and matches no single run" in reasons["j-long-unknown"]
 
 
 def test_stopping_stops_exactly_the_orphans_once_and_a_second_pass_stops_nothing(
@@ -280,11 +280,18 @@ def test_stopping_stops_exactly_the_orphans_once_and_a_second_pass_stops_nothing
     assert stops(sm) == dict.fromkeys(ORPHANS, 1)
 
 
+def judged_claim(one: Reconciler, name: str) -> OwnerClaim:
+    """The claim a pass judges job ``name`` by: the owner its tags name when it is listed."""
+    described = one.hook.describe_job(JobKind.TRAINING, name)
+    return OwnerClaim.of_tags(one.tags_of(described["TrainingJobArn"]))
+
+
 def test_a_job_that_ended_before_its_stop_is_left_alone(sm: Any, jobs: Any, api: RestApiTaskStates) -> None:
     one = reconciler(api, dry_run=False, kinds=["training"])
-    assert one.stop(JobKind.TRAINING, "j-failed") == "stopped"
+    judged = judged_claim(one, "j-failed")
+    assert one.stop(JobKind.TRAINING, "j-failed", judged) == "stopped"
     # Described again right before Stop: no longer InProgress, so no second Stop is sent.
-    assert one.stop(JobKind.TRAINING, "j-failed") == "already Stopping"
+    assert one.stop(JobKind.TRAINING, "j-failed", judged) == "already Stopping"
     assert stops(sm) == {"j-failed": 1}
 
 
@@ -381,6 +388,127 @@ def test_the_maintenance_dag_dry_runs_by_default_then_stops_the_orphans(
     reasons = {row["job"]: row["reason"] for row in report["jobs"]}
     assert "no DAG run 'manual__deleted'" in reasons["j-run-deleted"]
     assert "handed the running job off" in reasons["j-handed-off"]
+
+
+def test_a_hand_off_without_any_xcom_is_kept(
+    sm: Any, run_test_dag: Any, api: RestApiTaskStates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wait_for_completion=False with do_xcom_push=False: no return_value says the job was handed off; the
+    hand-off tag its Create carried does."""
+    from tests.operators.test_dag_runs import training_config as job_config
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", DEPLOYMENT)
+    sm.load_scenario({"time_scale": 60, "job_runtime_seconds": 86400})
+    prefs = [{"instance_type": "ml.g5.48xlarge", "instance_count": 1}]
+    states, _ = run_test_dag(
+        "t_train_handoff_quiet", config=job_config("quiet"), prefs=prefs, max_pending=3600
+    )
+    assert states["job"] == "success" and status(sm, "quiet") == "InProgress"
+    report = reconciler(api, dry_run=False, kinds=["training"]).run().as_dict()
+    (row,) = [row for row in report["jobs"] if row["job"] == "quiet"]
+    assert row["decision"] == "keep" and "handed the running job off" in row["reason"], row
+    assert status(sm, "quiet") == "InProgress" and stops(sm) == {}
+
+
+def test_a_decoy_run_named_like_a_shortened_run_id_makes_the_job_report_only(
+    sm: Any, owners: None, api: RestApiTaskStates
+) -> None:
+    """A run whose id *is* the shortened tag text of the real run: two runs stand for one tag. Taking the
+    decoy (failed task) would stop a job whose real run still owns it."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, insert
+
+    real = "manual__" + "r" * 260 + "#real"
+    decoy = tag_value(real)
+    assert decoy != real and tag_value(decoy) == decoy  # the decoy's own id is a valid tag: itself
+    now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    with create_session() as session:
+        for run_id, state in ((real, "running"), (decoy, "failed")):
+            session.execute(
+                insert(DagRun.__table__).values(
+                    dag_id=OWNER_DAG,
+                    run_id=run_id,
+                    run_type="manual",
+                    run_after=now,
+                    clear_number=0,
+                    state="running",
+                    span_status="ended",
+                )
+            )
+            session.execute(
+                insert(TaskInstance.__table__).values(
+                    dag_id=OWNER_DAG,
+                    task_id="failed",
+                    run_id=run_id,
+                    map_index=-1,
+                    state=state,
+                    try_number=1,
+                    max_tries=0,
+                    pool="default_pool",
+                    span_status="ended",
+                )
+            )
+    try:
+        sm.load_scenario({"time_scale": 0})
+        create(sm, "j-decoyed", identity("failed", run_id=real))
+        report = reconciler(api, dry_run=False, kinds=["training"]).run().as_dict()
+        (row,) = [row for row in report["jobs"] if row["job"] == "j-decoyed"]
+        assert row["decision"] == Decision.REPORT_ONLY.value and "ambiguous" in row["reason"], row
+        assert stops(sm) == {} and status(sm, "j-decoyed") == "InProgress"
+    finally:
+        with create_session() as session:
+            for table in (TaskInstance, DagRun):
+                session.execute(
+                    delete(table.__table__).where(table.dag_id == OWNER_DAG, table.run_id.in_([real, decoy]))
+                )
+
+
+def test_jobs_tagged_with_an_earlier_releases_derived_id_are_reported_unless_adopted(
+    sm: Any, owners: None, api: RestApiTaskStates
+) -> None:
+    """Every deployment with the same URL derived the same id: such a job may be another deployment's."""
+    legacy = "airflow-9f99d06225e6"
+    sm.load_scenario({"time_scale": 0})
+    create(sm, "j-legacy", identity("failed", deployment=legacy))
+    report = reconciler(api, dry_run=False, kinds=["training"], legacy_ids=[legacy]).run().as_dict()
+    (row,) = [row for row in report["jobs"] if row["job"] == "j-legacy"]
+    assert row["decision"] == Decision.REPORT_ONLY.value and "earlier release" in row["reason"], row
+    assert stops(sm) == {}
+    adopted = reconciler(api, dry_run=False, kinds=["training"], legacy_ids=[legacy], adopt_legacy_ids=True)
+    (row,) = [row for row in adopted.run().as_dict()["jobs"] if row["job"] == "j-legacy"]
+    assert row["decision"] == Decision.STOP.value and row["action"] == "stopped", row
+    assert stops(sm) == {"j-legacy": 1}
+
+
+def test_a_job_whose_tags_changed_since_the_pass_judged_it_is_not_stopped(
+    sm: Any, owners: None, api: RestApiTaskStates
+) -> None:
+    sm.load_scenario({"time_scale": 0})
+    create(sm, "j-retagged", identity("failed"))
+    one = reconciler(api, dry_run=False, kinds=["training"])
+    judged = judged_claim(one, "j-retagged")
+    sagemaker = sm.boto3_client("sagemaker")
+    arn = sagemaker.describe_training_job(TrainingJobName="j-retagged")["TrainingJobArn"]
+    sagemaker.add_tags(ResourceArn=arn, Tags=[{"Key": IdentityKey.DEPLOYMENT.value, "Value": "af-other"}])
+    assert one.stop(JobKind.TRAINING, "j-retagged", judged).startswith("not stopped")
+    assert stops(sm) == {}
+
+
+def test_two_deployments_with_the_same_dags_and_runs_stop_only_their_own(
+    sm: Any, owners: None, api: RestApiTaskStates
+) -> None:
+    """Two deployments started from one compose file, in one account: the same DAG, task and run ids. Each
+    reconciler (stop mode) sees the other's job as not its own, whatever the other's task states are."""
+    sm.load_scenario({"time_scale": 0})
+    create(sm, "j-ours", identity("failed", deployment=DEPLOYMENT))
+    create(sm, "j-theirs", identity("failed", deployment="af-0123456789abcdef"))
+    report = reconciler(api, dry_run=False, kinds=["training"]).run().as_dict()
+    rows = {row["job"]: row for row in report["jobs"]}
+    assert rows["j-ours"]["action"] == "stopped"
+    assert rows["j-theirs"]["decision"] == Decision.REPORT_ONLY.value and rows["j-theirs"]["action"] == ""
+    assert stops(sm) == {"j-ours": 1}
 
 
 def test_a_real_hand_off_is_kept_and_its_task_marked_failed_afterwards_is_stopped(

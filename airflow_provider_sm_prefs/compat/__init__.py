@@ -62,6 +62,7 @@ __all__ = [
     "TaskDeferred",
     "VariableStateStore",
     "runs_triggers_inline",
+    "set_variable",
     "variable_key",
     "xcom_push",
 ]
@@ -154,19 +155,24 @@ class VariableStateStore:
         return self._all().get(key)
 
     def set(self, key: str, value: Any) -> None:
-        from airflow.sdk.execution_time.context import _set_variable
-
         data = self._all()
         data[key] = value
-        _set_variable(
+        set_variable(
             self.key,
             json.dumps(data, sort_keys=True),
             self.description or "SageMaker job state of one task instance (airflow-provider-sm-prefs)",
-            serialize_json=False,
         )
 
     def __repr__(self) -> str:
         return f"VariableStateStore({self.key!r})"
+
+
+def set_variable(key: str, value: str, description: str) -> None:
+    """Write an Airflow Variable through the Task SDK, raising when the write is refused (see
+    :class:`VariableStateStore` for why not ``Variable.set``)."""
+    from airflow.sdk.execution_time.context import _set_variable
+
+    _set_variable(key, value, description, serialize_json=False)
 
 
 def variable_state_store(context: Mapping[str, Any]) -> VariableStateStore | None:

@@ -23,6 +23,28 @@ class InvalidInstancePreferencesError(SageMakerPreferencesError, ValueError):
         super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
+class NotOursError(SageMakerPreferencesError):
+    """A resource the provider was about to stop, adopt or rewrite is not provably its own: nothing was done.
+
+    :param resource: the job or cluster (group) name.
+    :param act: what was refused (``stop``, ``reattach to``, ``roll back``...).
+    :param claimed_owner: the owner the resource's identity tags claim, as a person reads it.
+    :param reason: why it is not ours.
+    """
+
+    def __init__(self, resource: str, act: str, claimed_owner: str, reason: str) -> None:
+        self.resource = resource
+        self.act = act
+        self.claimed_owner = claimed_owner
+        self.reason = reason
+        super().__init__(
+            f"Refusing to {act} {resource!r}: it is not provably this task's ({reason}); its tags claim "
+            f"{claimed_owner}. Nothing was changed. If two deployments share an account and region, give "
+            f"each its own [sm_prefs] deployment_id; if the job name is fixed in config, make it unique per "
+            f"run (leave it out and the operator derives one)"
+        )
+
+
 class SageMakerJobError(SageMakerPreferencesError):
     """A SageMaker job did not reach the outcome the task needs.
 

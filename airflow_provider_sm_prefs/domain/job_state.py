@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Protocol
 
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
+
 log = logging.getLogger(__name__)
 
 __all__ = ["STATE_KEY", "STATE_VERSION", "JobState", "JobStateStore", "KeyValueStore"]
@@ -49,7 +51,10 @@ class JobState:
         as its ``escalating`` flag). ``staging`` is the stored key.
     :param guardrails: the guardrails' decision the job was submitted with (``GuardrailReport.as_dict()``).
     :param identity_tags: the identity tags the job was created with (``AirflowIdentity.as_dict()``); a
-        later try that reattaches reports these, not its own.
+        later try that reattaches reports these, not its own. Recorded before Create: they are also what
+        the job's tags must name before the task stops or adopts it (:meth:`claim`).
+    :param created: this task's Create of ``job_name`` succeeded (True), so the job is its own even
+        without identity tags; None until then (a reattach after a lost answer never sets it).
     :param version: the form's version (:data:`STATE_VERSION`).
     """
 
@@ -62,6 +67,7 @@ class JobState:
     staging: dict[str, Any] | None = None
     guardrails: dict[str, Any] | None = None
     identity_tags: dict[str, Any] | None = None
+    created: bool | None = None
     version: int = STATE_VERSION
 
     def as_stored(self) -> dict[str, Any]:
@@ -87,12 +93,17 @@ class JobState:
                 staging=_dict(migrated.get("staging")),
                 guardrails=_dict(migrated.get("guardrails")),
                 identity_tags=_dict(migrated.get("identity_tags")),
+                created=True if migrated.get("created") is True else None,
             )
         except (TypeError, ValueError) as err:
             log.warning("Unreadable job state in the task state store (%s); starting afresh", err)
             return None
 
     # -- what a later try asks of it ---------------------------------------------------------------------
+    def claim(self) -> OwnerClaim:
+        """What proves :attr:`job_name` this task instance's: the recorded identity tags, or its own Create."""
+        return OwnerClaim.of_tags(self.identity_tags, created=bool(self.created))
+
     def cleared_since(self, max_tries: int | None) -> bool:
         """Whether the task was cleared since this submission (a retry keeps ``max_tries``).
 

@@ -10,7 +10,12 @@ tags and the owning task instance's state now, and decides one of :class:`Decisi
   ``up_for_retry``, ``up_for_reschedule``, ``restarting``, no state), a ``success`` that handed the running
   job off (``wait_for_completion=False``), or anything the reconciler is unsure of;
 * ``REPORT_ONLY``: not the reconciler's to judge: no identity tags, another deployment's tags,
-  incomplete or unreadable tags, a shortened run id that matches no run.
+  incomplete or unreadable tags, a shortened run id that matches no run or more than one, a job tagged
+  with the id an earlier release derived for this deployment (shared by every deployment with the same
+  URLs: stopped only when the operator opts such jobs in).
+
+A job its task handed off (``wait_for_completion=False``) carries the :data:`~.identity.HAND_OFF_KEY` tag
+from its Create: a succeeded task's job with it is kept, whatever the task's XComs say.
 
 It never stops a job without the provider's tags, a job of another deployment, or a job whose task might
 still own it; every decision carries the reason a person reads in the report.
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from airflow_provider_sm_prefs.domain.identity import TAG_PREFIX, IdentityKey, tag_value
+from airflow_provider_sm_prefs.domain.identity import HAND_OFF_KEY, TAG_PREFIX, IdentityKey, tag_value
 
 __all__ = [
     "GONE_STATES",
@@ -82,6 +87,7 @@ class JobOwner:
     map_index: int
     try_number: int | None
     deployment: str
+    hand_off: bool = False
 
     def describe(self) -> str:
         mapped = f"[{self.map_index}]" if self.map_index >= 0 else ""
@@ -124,8 +130,15 @@ def looks_shortened(value: str) -> bool:
     return bool(_SHORTENED.search(value))
 
 
-def identify(job: SeenJob, deployment_id: str) -> JobOwner | Verdict:
-    """The job's owner from its identity tags, or the REPORT_ONLY verdict when it is not ours to judge."""
+def identify(
+    job: SeenJob, deployment_id: str, legacy_ids: Sequence[str] = (), adopt_legacy: bool = False
+) -> JobOwner | Verdict:
+    """The job's owner from its identity tags, or the REPORT_ONLY verdict when it is not ours to judge.
+
+    :param legacy_ids: the ids earlier releases derived for this deployment from its URLs; every
+        deployment with the same URLs shares them, so a job tagged with one is reported, not judged,
+        unless ``adopt_legacy``.
+    """
     if job.tags is None:
         return Verdict(Decision.REPORT_ONLY, f"tags unreadable: {job.tags_error or 'unknown error'}")
     ours = {k: v for k, v in job.tags.items() if k.startswith(TAG_PREFIX)}
@@ -133,10 +146,19 @@ def identify(job: SeenJob, deployment_id: str) -> JobOwner | Verdict:
         return Verdict(Decision.REPORT_ONLY, "no sm-prefs identity tags: not created by the provider")
     deployment = ours.get(IdentityKey.DEPLOYMENT.value, "")
     if deployment != tag_value(deployment_id):
-        return Verdict(
-            Decision.REPORT_ONLY,
-            f"tagged by deployment {deployment!r}, not this one ({deployment_id!r})",
-        )
+        if deployment in {tag_value(legacy) for legacy in legacy_ids}:
+            if not adopt_legacy:
+                return Verdict(
+                    Decision.REPORT_ONLY,
+                    f"tagged with {deployment!r}, the id an earlier release derived for this deployment's URL; "
+                    f"every deployment with the same URL shares it, so it may be another's: opt in with "
+                    f"adopt_legacy_ids (--adopt-legacy-ids) once no other deployment uses that URL",
+                )
+        else:
+            return Verdict(
+                Decision.REPORT_ONLY,
+                f"tagged by deployment {deployment!r}, not this one ({deployment_id!r})",
+            )
     missing = [
         key.value
         for key in (IdentityKey.DAG_ID, IdentityKey.TASK_ID, IdentityKey.RUN_ID, IdentityKey.MAP_INDEX)
@@ -158,6 +180,7 @@ def identify(job: SeenJob, deployment_id: str) -> JobOwner | Verdict:
         map_index=map_index,
         try_number=int(try_tag) if try_tag.isdigit() else None,
         deployment=deployment,
+        hand_off=ours.get(HAND_OFF_KEY) == "true",
     )
 
 
@@ -176,6 +199,12 @@ def decide(owner: JobOwner, state: OwnerState | Gone) -> Verdict:
         )
         return Verdict(Decision.KEEP, f"task is {state.state}{tries}: it may still own the job{later}")
     if state.state == "success":
+        if owner.hand_off:
+            return Verdict(
+                Decision.KEEP,
+                f"task succeeded{tries} and handed the running job off (tagged so at Create: "
+                f"wait_for_completion=False)",
+            )
         if state.handed_off:
             return Verdict(
                 Decision.KEEP,

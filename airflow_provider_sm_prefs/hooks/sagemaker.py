@@ -23,6 +23,7 @@ Three places call AWS without it, each for calls that are about no single job:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
@@ -35,6 +36,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
 from airflow_provider_sm_prefs.domain.guardrails import Facts
+from airflow_provider_sm_prefs.domain.identity import OwnerCheck, OwnerClaim, Ownership, check_owner
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
@@ -63,6 +65,8 @@ __all__ = [
 _QUOTA_TYPE = re.compile(r"'(ml\.[a-z0-9.\-]+) for (?:training|processing) job usage'")
 MAX_JOB_NAME = 63
 _MAX_RESUBMIT_SUFFIX = "-r999"
+#: ListTags' page size.
+_TAGS_PAGE = 100
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
 
 
@@ -74,15 +78,21 @@ def sanitize_job_name(name: str, suffix: str = "", max_length: int = MAX_JOB_NAM
     return f"{base}{suffix}"
 
 
-def derive_job_name(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+def derive_job_name(
+    dag_id: str, task_id: str, run_id: str, map_index: int = -1, deployment_id: str | None = None
+) -> str:
     """The job name for a task instance whose config gives none: readable, unique per run, stable per try.
 
-    ``<dag>-<task>[-<map index>]-<10 hex digits>``: the digits hash DAG, task, map index and run id
-    together, so two runs (or two DAGs whose readable part is cut short) never share a name, while every
-    try of one task instance computes the same one (submit-once reattaches by name). The readable part
-    is cut to leave room for a resubmission suffix (``-r2`` ... ``-r999``) within the 63-character limit.
+    ``<dag>-<task>[-<map index>]-<10 hex digits>``: the digits hash DAG, task, map index, run id and
+    deployment together, so two runs, two DAGs whose readable part is cut short, or the same DAG run in
+    two deployments of one account never share a name, while every try of one task instance computes
+    the same one (submit-once reattaches by name). The readable part is cut to leave room for a
+    resubmission suffix (``-r2`` ... ``-r999``) within the 63-character limit.
     """
-    digest = hashlib.sha256(f"{dag_id}\x00{task_id}\x00{map_index}\x00{run_id}".encode()).hexdigest()[:10]
+    owner = f"{dag_id}\x00{task_id}\x00{map_index}\x00{run_id}"
+    if deployment_id:
+        owner += f"\x00{deployment_id}"
+    digest = hashlib.sha256(owner.encode()).hexdigest()[:10]
     readable = f"{dag_id}-{task_id}" + (f"-{map_index}" if map_index >= 0 else "")
     return sanitize_job_name(
         readable, suffix=f"-{digest}", max_length=MAX_JOB_NAME - len(_MAX_RESUBMIT_SUFFIX)
@@ -212,12 +222,52 @@ class SageMakerPreferenceHook(ProviderAwsHook):
                 return None
             raise
 
-    def stop_job(self, kind: JobKind, job_name: str) -> bool:
-        """Stop the job; True if a stop was requested, False if it had already ended.
+    def job_tags(self, arn: str) -> dict[str, str] | None:
+        """Every tag of ``arn`` (ListTags, every page, transient retries); None when they cannot be read."""
+        tags: dict[str, str] = {}
+        token: str | None = None
+        try:
+            while True:
+                extra = {"NextToken": token} if token else {}
+                page = retry_sync(
+                    functools.partial(self.conn.list_tags, ResourceArn=arn, MaxResults=_TAGS_PAGE, **extra),
+                    f"ListTags {arn}",
+                )
+                tags.update({t["Key"]: t.get("Value", "") for t in page.get("Tags") or []})
+                token = page.get("NextToken")
+                if not token:
+                    return tags
+        except ClientError as err:
+            self.log.warning("Could not read the tags of %s: %s", arn, error_message(err))
+            return None
 
+    def check_owner(
+        self, kind: JobKind, job_name: str, claim: OwnerClaim, describe: dict[str, Any] | None = None
+    ) -> OwnerCheck:
+        """Whether job ``job_name`` is ``claim``'s, from its tags read now (see
+        :func:`~airflow_provider_sm_prefs.domain.identity.check_owner`)."""
+        if not claim.tags:
+            return check_owner(job_name, None, claim)
+        describe = describe if describe is not None else self.describe_job(kind, job_name)
+        arn = (describe or {}).get(kind.spec.arn_field)
+        if not arn:
+            return OwnerCheck(Ownership.UNPROVEN, job_name, "no such job to read tags of", "unknown")
+        return check_owner(job_name, self.job_tags(str(arn)), claim)
+
+    def stop_job(
+        self, kind: JobKind, job_name: str, claim: OwnerClaim, describe: dict[str, Any] | None = None
+    ) -> bool:
+        """Stop the job if ``claim`` proves it ours; True if a stop was requested, False if it had already
+        ended. ``describe``: a Describe of the job just made (its ARN is read from it).
+
+        :raises NotOursError: the job's tags, read right before the stop, do not prove it ``claim``'s:
+            nothing is stopped.
         :raises Exception: the last transient error when every attempt failed — never a silent
             False that would leave the job running unattended.
         """
+        check = self.check_owner(kind, job_name, claim, describe)
+        if not check.ours:
+            raise check.error("stop")
         spec = kind.spec
         stop = getattr(self.conn, spec.stop)
         try:
@@ -246,8 +296,44 @@ class SageMakerPreferenceHook(ProviderAwsHook):
                 return None
             raise
 
-    async def stop_job_async(self, client: Any, kind: JobKind, job_name: str) -> bool:
+    @staticmethod
+    async def job_tags_async(client: Any, arn: str) -> dict[str, str] | None:
+        """Async twin of :meth:`job_tags`."""
+        tags: dict[str, str] = {}
+        token: str | None = None
+        try:
+            while True:
+                extra = {"NextToken": token} if token else {}
+                page = await retry_async(
+                    functools.partial(client.list_tags, ResourceArn=arn, MaxResults=_TAGS_PAGE, **extra),
+                    f"ListTags {arn}",
+                )
+                tags.update({t["Key"]: t.get("Value", "") for t in page.get("Tags") or []})
+                token = page.get("NextToken")
+                if not token:
+                    return tags
+        except ClientError:
+            return None
+
+    async def check_owner_async(
+        self, client: Any, kind: JobKind, job_name: str, claim: OwnerClaim
+    ) -> OwnerCheck:
+        """Async twin of :meth:`check_owner`."""
+        if not claim.tags:
+            return check_owner(job_name, None, claim)
+        describe = await retry_async(
+            lambda: self.describe_job_async(client, kind, job_name), f"Describe {job_name}"
+        )
+        arn = (describe or {}).get(kind.spec.arn_field)
+        if not arn:
+            return OwnerCheck(Ownership.UNPROVEN, job_name, "no such job to read tags of", "unknown")
+        return check_owner(job_name, await self.job_tags_async(client, str(arn)), claim)
+
+    async def stop_job_async(self, client: Any, kind: JobKind, job_name: str, claim: OwnerClaim) -> bool:
         """Async twin of :meth:`stop_job`."""
+        check = await self.check_owner_async(client, kind, job_name, claim)
+        if not check.ours:
+            raise check.error("stop")
         spec = kind.spec
         stop = getattr(client, spec.stop)
         try:

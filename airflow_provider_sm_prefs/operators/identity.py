@@ -1,13 +1,23 @@
 """The identity tags of a task's try: read from its context and Airflow's config, at run time.
 
 What the tags are and how they are checked is :mod:`airflow_provider_sm_prefs.domain.identity`; this
-module only reads what the domain needs from Airflow: the task instance, ``[sm_prefs] deployment_id``
-(else the API server's URL, else the metadata database's, hashed) and ``[sm_prefs] identity_tags``, the
-deployment-wide switch. Config is read when a try runs, never when the DAG is parsed.
+module only reads what the domain needs from Airflow: the task instance, the deployment id and
+``[sm_prefs] identity_tags``, the deployment-wide switch. Config is read when a try runs, never when the
+DAG is parsed.
+
+The deployment id is ``[sm_prefs] deployment_id`` when set. Otherwise it is generated once per deployment
+(:func:`~.domain.identity.new_deployment_id`) and kept in the metadata database as the Airflow Variable
+:data:`DEPLOYMENT_VARIABLE`, which every component reads through the Task SDK (a secrets backend or an
+``AIRFLOW_VAR_SM_PREFS_DEPLOYMENT_ID`` environment variable serves it too). Two deployments started from
+the same compose file have two databases and so two ids; the ids earlier releases derived from the API
+server's URL were shared by such deployments (:func:`legacy_deployment_ids`).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
@@ -15,12 +25,35 @@ from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferenc
 from airflow_provider_sm_prefs.domain.identity import (
     IDENTITY_XCOM_KEY,
     AirflowIdentity,
+    IdentityKey,
+    OwnerClaim,
     default_deployment_id,
+    new_deployment_id,
+    tag_value,
     with_identity,
 )
 from airflow_provider_sm_prefs.operators.task_try import TaskTry
 
-__all__ = ["IdentityTags", "deployment_id", "identity_of", "identity_tags_enabled"]
+__all__ = [
+    "DEPLOYMENT_VARIABLE",
+    "IdentityTags",
+    "deployment_claim",
+    "deployment_id",
+    "identity_of",
+    "identity_tags_enabled",
+    "legacy_deployment_ids",
+    "task_claim",
+]
+
+log = logging.getLogger(__name__)
+
+#: The Airflow Variable that keeps the generated deployment id.
+DEPLOYMENT_VARIABLE = "sm_prefs_deployment_id"
+#: After creating the Variable, how long to wait before reading it back: two components that found it
+#: missing at the same instant both wrote; the read after both writes gives both the same id.
+CREATE_SETTLE_SECONDS = 1.0
+_generated: dict[str, str] = {}
+_generated_lock = threading.Lock()
 
 
 def identity_tags_enabled(argument: bool) -> bool:
@@ -33,14 +66,57 @@ def identity_tags_enabled(argument: bool) -> bool:
 
 
 def deployment_id() -> str:
-    """``[sm_prefs] deployment_id``, else :func:`~.domain.identity.default_deployment_id` of the API
-    server's URL (``[api] base_url``, else ``[core] execution_api_server_url``), else of the metadata
-    database's URL (``[database] sql_alchemy_conn``)."""
+    """This deployment's id: ``[sm_prefs] deployment_id``, else the generated one kept in the Variable
+    :data:`DEPLOYMENT_VARIABLE` (created on first use), read once per process.
+
+    :raises AirflowFailException: when neither is set and the Variable can be neither read nor created
+        (then nothing can be proved ours, so nothing is tagged, adopted or stopped).
+    """
     from airflow.configuration import conf
 
     given = (conf.get("sm_prefs", "deployment_id", fallback="") or "").strip()
     if given:
         return given
+    with _generated_lock:
+        if DEPLOYMENT_VARIABLE not in _generated:
+            _generated[DEPLOYMENT_VARIABLE] = _stored_or_created()
+        return _generated[DEPLOYMENT_VARIABLE]
+
+
+def _stored_or_created() -> str:
+    from airflow.sdk import Variable
+
+    try:
+        stored = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+        if stored and str(stored).strip():
+            return str(stored).strip()
+        candidate = new_deployment_id()
+        from airflow_provider_sm_prefs.compat import set_variable
+
+        set_variable(
+            DEPLOYMENT_VARIABLE,
+            candidate,
+            "This Airflow deployment's id in the sm-prefs:deployment tag of the SageMaker jobs and clusters "
+            "it creates (airflow-provider-sm-prefs). Generated once; never change it while jobs run.",
+        )
+        time.sleep(CREATE_SETTLE_SECONDS)
+        settled = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+    except Exception as err:
+        raise AirflowFailException(
+            f"The deployment id could not be read or created in the Airflow Variable {DEPLOYMENT_VARIABLE!r} "
+            f"({type(err).__name__}: {err}); set [sm_prefs] deployment_id to a name unique to this deployment"
+        ) from err
+    chosen = str(settled or candidate).strip()
+    log.info("Generated this deployment's id %s (Airflow Variable %s)", chosen, DEPLOYMENT_VARIABLE)
+    return chosen
+
+
+def legacy_deployment_ids() -> list[str]:
+    """The ids earlier releases derived for this deployment from its URLs (shared by every deployment with
+    the same URLs): jobs tagged with them are recognised and reported, and stopped only on request."""
+    from airflow.configuration import conf
+
+    found: list[str] = []
     for section, key in (
         ("api", "base_url"),
         ("core", "execution_api_server_url"),
@@ -51,12 +127,15 @@ def deployment_id() -> str:
         except Exception:  # a value from a command or secret that fails here is no identity
             source = ""
         if source.strip():
-            return default_deployment_id(source.strip())
-    return default_deployment_id(None)
+            found.append(default_deployment_id(source.strip()))
+            break
+    if not found:
+        found.append(default_deployment_id(None))
+    return found
 
 
-def identity_of(context: Any) -> AirflowIdentity:
-    """The identity of the try ``context`` belongs to."""
+def identity_of(context: Any, hand_off: bool = False) -> AirflowIdentity:
+    """The identity of the try ``context`` belongs to (``hand_off``: it leaves its job running on success)."""
     ti = context.get("ti")
     map_index = getattr(ti, "map_index", -1)
     try_number = getattr(ti, "try_number", None)
@@ -67,7 +146,19 @@ def identity_of(context: Any) -> AirflowIdentity:
         map_index=-1 if map_index is None else int(map_index),
         try_number=try_number if isinstance(try_number, int) and not isinstance(try_number, bool) else None,
         deployment_id=deployment_id(),
+        hand_off=hand_off,
     )
+
+
+def task_claim(context: Any) -> OwnerClaim:
+    """What proves a job the task instance of ``context``'s when no job state says more: identity tags
+    naming this deployment and that task instance (any try)."""
+    return OwnerClaim.of_tags(identity_of(context).as_dict())
+
+
+def deployment_claim() -> OwnerClaim:
+    """A claim that names only this deployment: what a sensor asked to stop the job it watches proves."""
+    return OwnerClaim.of_tags({IdentityKey.DEPLOYMENT.value: tag_value(deployment_id())})
 
 
 class IdentityTags:
@@ -77,14 +168,21 @@ class IdentityTags:
     outcome) reports the tags recorded with that job, which name the try that created it.
 
     :param enabled: the operator's ``identity_tags`` argument (``[sm_prefs] identity_tags`` also applies).
+    :param hand_off: the task leaves its job running when it succeeds (``wait_for_completion=False``).
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, hand_off: bool = False) -> None:
         self.enabled = enabled
+        self.hand_off = hand_off
 
     def of(self, context: Any) -> AirflowIdentity | None:
         """This try's identity, or None when identity tags are off (argument or config)."""
-        return identity_of(context) if identity_tags_enabled(self.enabled) else None
+        return identity_of(context, self.hand_off) if identity_tags_enabled(self.enabled) else None
+
+    def claim(self, context: Any) -> OwnerClaim | None:
+        """What makes a job this task instance's: its owner tags (None when identity tags are off)."""
+        identity = self.of(context)
+        return OwnerClaim.of_tags(identity.as_dict()) if identity is not None else None
 
     def check(self, context: Any, request: dict[str, Any]) -> None:
         """Raise :class:`InvalidInstancePreferencesError` if Create could not carry the config's tags and ours."""

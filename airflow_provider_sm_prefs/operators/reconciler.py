@@ -53,7 +53,10 @@ class SageMakerJobReconcilerOperator(BaseOperator):
     :param dry_run: decide and report only (default True); False stops the jobs decided STOP. Templated:
         a rendered string counts as False only when it reads ``false``, ``0`` or ``no``.
     :param deployment_id: judge the jobs of this deployment (default: ``[sm_prefs] deployment_id`` or the
-        derived one, as the operators tag them).
+        id generated for the deployment, as the operators tag them).
+    :param adopt_legacy_ids: also judge (and stop) jobs tagged with the id an earlier release derived from
+        this deployment's URL. Off by default: every deployment with the same URL (all those started from
+        one compose file) shares that id, so such jobs are reported only.
     :param max_calls_per_second: the limit of SageMaker calls of a pass.
     :param kinds: ``training``, ``processing`` or both (default).
     """
@@ -69,6 +72,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         deployment_id: str | None = None,
         max_calls_per_second: float | None = 5.0,
         kinds: Sequence[str] = (JobKind.TRAINING.value, JobKind.PROCESSING.value),
+        adopt_legacy_ids: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,10 +83,11 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         self.deployment_id = deployment_id
         self.max_calls_per_second = max_calls_per_second
         self.kinds = [JobKind(k).value for k in kinds]  # a misspelt kind fails the DAG's import
+        self.adopt_legacy_ids = adopt_legacy_ids
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
-        from airflow_provider_sm_prefs.operators.identity import deployment_id
+        from airflow_provider_sm_prefs.operators.identity import deployment_id, legacy_deployment_ids
         from airflow_provider_sm_prefs.reconcile import Reconciler, TaskSdkTaskStates
 
         reconciler = Reconciler(
@@ -92,6 +97,8 @@ class SageMakerJobReconcilerOperator(BaseOperator):
             dry_run=_as_bool(self.dry_run_mode),
             kinds=self.kinds,
             max_calls_per_second=self.max_calls_per_second,
+            legacy_ids=legacy_deployment_ids(),
+            adopt_legacy_ids=self.adopt_legacy_ids,
         )
         summary = reconciler.run().as_dict()
         emit_metrics(summary)

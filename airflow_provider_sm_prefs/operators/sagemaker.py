@@ -28,6 +28,8 @@ from airflow.sdk import Context
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
+from airflow_provider_sm_prefs.domain.exceptions import NotOursError
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, XComKey
 from airflow_provider_sm_prefs.domain.preferences import (
@@ -52,7 +54,7 @@ from airflow_provider_sm_prefs.operators.guardrail_check import (
     GuardrailCheck,
     with_guardrails,
 )
-from airflow_provider_sm_prefs.operators.identity import IdentityTags
+from airflow_provider_sm_prefs.operators.identity import IdentityTags, deployment_id
 from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
@@ -166,8 +168,9 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
 
     @cached_property
     def identity(self) -> IdentityTags:
-        """The identity tags each Create of this task carries (``identity_tags``)."""
-        return IdentityTags(self.identity_tags)
+        """The identity tags each Create of this task carries (``identity_tags``); a job this task hands off
+        (``wait_for_completion=False``) records that at Create too."""
+        return IdentityTags(self.identity_tags, hand_off=not self.wait_for_completion)
 
     @cached_property
     def submit_once(self) -> SubmitOnce:
@@ -330,7 +333,8 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         if describe is None:
             assert job.request is not None
             request, tags = self.identity.tagged(run, job.request)
-            describe = self._create(run.context, request, job.offered or job.prefs, job.job_name)
+            claim = OwnerClaim.of_tags(tags)
+            describe = self._create(run, request, job.offered or job.prefs, job.job_name, claim)
             self._progress.identity_tags = tags  # a rejected Create made no job to carry them
         else:
             self._progress.identity_tags = self.identity.push_recorded(run)
@@ -338,9 +342,14 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         return self._wait(run, WaitFor.CAPACITY, job.prefs, job.deadline)
 
     def _create(
-        self, context: Context, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str
+        self,
+        run: TaskTry,
+        request: dict[str, Any],
+        prefs: InstancePreferenceList,
+        job_name: str,
+        claim: OwnerClaim,
     ) -> dict[str, Any]:
-        return self.submit_once.create(request, prefs, job_name)
+        return self.submit_once.create(run, request, prefs, job_name, claim)
 
     def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None:
         """Start the current stage's job (its name already recorded) and wait for it."""
@@ -363,7 +372,9 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             return str(given)
         ti = run.ti
         map_index = getattr(ti, "map_index", -1)
-        name = derive_job_name(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+        name = derive_job_name(
+            ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), deployment_id()
+        )
         self.log.info("No %s in config: using %s, derived from this task instance and run", name_field, name)
         return name
 
@@ -394,7 +405,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             "guardrails": self._guardrails,
             "deferred_by_try": run.try_number,  # a resume in another try starts that try over
         }
-        wait = Wait(job_name, wait_for, prefs, deadline)
+        wait = Wait(job_name, wait_for, prefs, deadline, self._claim(run, job_name))
         if not self.deferrable:
             event = waits.run_here(wait, windows)
         else:
@@ -406,6 +417,14 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
                 self.defer(trigger=trigger, method_name=method_name, kwargs=resume_kwargs)
             event = looked
         return resume(run.context, event, **resume_kwargs)
+
+    def _claim(self, run: TaskTry, job_name: str) -> OwnerClaim:
+        """What proves ``job_name`` this task instance's: the job state recorded with it (its identity tags,
+        or this task's own Create), else the identity tags this try knows it was created with."""
+        recorded = run.store.load_or_none()
+        if recorded is not None and recorded.job_name == job_name:
+            return recorded.claim()
+        return OwnerClaim.of_tags(self._progress.identity_tags)
 
     def _finishing(self, run: TaskTry, wait_for: WaitFor) -> FinishDecision:
         """Whether the trigger ends this task when the wait is over, or a worker resumes it."""
@@ -547,7 +566,10 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
                 job_name,
             )
             return
-        self.hook.stop_job(self.job_kind, job_name)
+        try:
+            self.hook.stop_job(self.job_kind, job_name, self._claim(self._try, job_name))
+        except NotOursError as err:
+            self.log.error("%s", err)
 
     # -- OpenLineage -----------------------------------------------------------------------------------
     def _lineage(self, *, finished: bool) -> OperatorLineage[Any, Any]:

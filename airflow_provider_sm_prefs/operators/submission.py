@@ -8,6 +8,13 @@ still runs (``stop_job_on_kill``). A try past the task's retries (``try_number >
 scheduler reset the task after losing its process) is neither: it reattaches or returns like a retry,
 but never submits a new job; it ends as the lost try would have.
 
+Every reattach, return and stop of an earlier job first proves the job this task instance's: its
+identity tags, read right then, must name this deployment, DAG, task, run and map index (the tags
+recorded before its Create; :meth:`JobState.claim`), or this task's own Create must have made it. A job
+of the same name that is someone else's (another deployment running the same DAG, a fixed job name) is
+never adopted, returned or stopped: the try fails with :class:`NotOursError` naming the owner its tags
+claim.
+
 What a try does is one of three tagged results (:data:`TryStart`), matched once by the operator.
 """
 
@@ -15,19 +22,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from airflow.sdk import Context
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain.exceptions import JobStoppedError
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, outcome_from_describe, terminal_error
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import JobStatus, job_status
 from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
+
+if TYPE_CHECKING:
+    from airflow_provider_sm_prefs.operators.task_try import TaskTry
 
 
 def max_tries_of(context: Context) -> int | None:
@@ -148,6 +159,7 @@ class SubmitOnce:
                 name = previous
             else:
                 status = job_status(self.job_kind, describe)
+                self._prove_ours(previous, state.claim(), describe, "take over")
                 if not cleared:
                     resumed = self._resume_earlier_try(
                         context, state, previous, describe, status, continues_stages
@@ -155,7 +167,7 @@ class SubmitOnce:
                     if resumed is not None:
                         return resumed
                 elif status is JobStatus.IN_PROGRESS:
-                    self._stop_before_rerun(previous)
+                    self._stop_before_rerun(previous, state.claim())
                 submission += 1
                 name = sanitize_job_name(base_name, suffix=f"-r{submission}")
                 self.log.info(
@@ -222,13 +234,23 @@ class SubmitOnce:
         )
         raise error
 
-    def _stop_before_rerun(self, previous: str) -> None:
+    def _prove_ours(
+        self, job_name: str, claim: OwnerClaim, describe: dict[str, Any] | None, act: str
+    ) -> None:
+        """Raise :class:`NotOursError` (failing the try) unless ``job_name``'s tags, read now, prove it ours."""
+        check = self.hook.check_owner(self.job_kind, job_name, claim, describe)
+        if not check.ours:
+            error = check.error(act)
+            self.log.error("%s", error)
+            raise AirflowFailException(str(error)) from error
+
+    def _stop_before_rerun(self, previous: str, claim: OwnerClaim) -> None:
         """A cleared task runs again: its job from before the clear stops first (``stop_job_on_kill``)."""
         if self.stop_job_on_kill:
             self.log.info(
                 "The task was cleared while job %s still runs: stopping it before running again", previous
             )
-            self.hook.stop_job(self.job_kind, previous)
+            self.hook.stop_job(self.job_kind, previous, claim)
         else:
             self.log.warning(
                 "The task was cleared while job %s still runs; stop_job_on_kill=False leaves it running "
@@ -236,8 +258,16 @@ class SubmitOnce:
                 previous,
             )
 
-    def create(self, request: dict[str, Any], prefs: InstancePreferenceList, job_name: str) -> dict[str, Any]:
-        """Create the job (its name already recorded); a job of that name that runs is this task's."""
+    def create(
+        self,
+        run: TaskTry,
+        request: dict[str, Any],
+        prefs: InstancePreferenceList,
+        job_name: str,
+        claim: OwnerClaim,
+    ) -> dict[str, Any]:
+        """Create the job (its name already recorded); a running job of that name is this task's only when its
+        identity tags say so (``claim``: this try's identity; a Create whose answer was lost left them)."""
         kind = self.job_kind
         try:
             response: dict[str, Any] = self.hook.create_job(kind, request, prefs)
@@ -246,6 +276,7 @@ class SubmitOnce:
                 raise
             describe: dict[str, Any] | None = self.hook.describe_job(kind, job_name)
             if describe is not None and job_status(kind, describe) is JobStatus.IN_PROGRESS:
+                self._prove_ours(job_name, claim, describe, "reattach to")
                 self.log.info(
                     "Job %s already exists and is running: reattaching instead of creating a copy", job_name
                 )
@@ -256,5 +287,6 @@ class SubmitOnce:
                 f"leave {kind.spec.name_field} out of config (the operator then derives a name unique to each run) "
                 f"or make it unique per run, e.g. include {{{{ run_id }}}}"
             ) from err
+        run.store.update(created=True)  # the name is ours for good: SageMaker never reuses a job name
         self.log.info("Submitted SageMaker %s job %s", kind.value, job_name)
         return response  # carries the ARN; the status is read once, right before deferring

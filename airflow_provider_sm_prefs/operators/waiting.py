@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.events import event_from_describe
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
@@ -57,12 +58,14 @@ class Wait:
     :param wait_for: capacity or the job's end.
     :param prefs: the list the job was submitted with (with windows: the whole list).
     :param deadline: the capacity wait's client-side deadline in seconds (None: none).
+    :param claim: what proves the job the task's own, for the trigger's stops (None: nothing).
     """
 
     job_name: str
     wait_for: WaitFor
     prefs: InstancePreferenceList
     deadline: float | None
+    claim: OwnerClaim | None = None
 
 
 class CapacityWait:
@@ -139,6 +142,7 @@ class CapacityWait:
             deferred_at=deferred_now() if deferring else None,
             min_defer_seconds=min_defer_seconds(settings.min_defer_seconds) if deferring else None,
             finish=finish,
+            owner=wait.claim.as_dict() if wait.claim is not None else None,
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus, event_from_describe
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.job_state import JobState, JobStateStore
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import (
@@ -363,7 +364,8 @@ class AcceptanceWindows:
                 format_duration(record["pending_seconds"]),
                 stage_state.stage + 1,
             )
-            self.hook.stop_job(kind, job)
+            recorded = self.store.load_or_none()
+            self.hook.stop_job(kind, job, recorded.claim() if recorded is not None else OwnerClaim())
             after = self._settle(job) or describe
             if selected(kind, after)[0]:
                 record["ended"] = StageEnd.STOPPED_AFTER_SELECTION.value

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from airflow_provider_sm_prefs.domain.identity import default_deployment_id
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 
 if TYPE_CHECKING:
@@ -38,7 +39,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--deployment-id",
         default=os.environ.get("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", ""),
-        help="the deployment whose jobs to judge (default: $AIRFLOW__SM_PREFS__DEPLOYMENT_ID)",
+        help="the deployment whose jobs to judge (default: $AIRFLOW__SM_PREFS__DEPLOYMENT_ID, else the id "
+        "generated for the deployment, read from its Airflow Variable sm_prefs_deployment_id over the REST API)",
+    )
+    parser.add_argument(
+        "--adopt-legacy-ids",
+        action="store_true",
+        help="also judge jobs tagged with the id earlier releases derived from --api-url (shared by every "
+        "deployment with that URL; reported only without this flag)",
     )
     parser.add_argument("--api-url", default=os.environ.get("SM_PREFS_AIRFLOW_API_URL", ""))
     parser.add_argument("--api-token", default=os.environ.get("SM_PREFS_AIRFLOW_API_TOKEN", ""))
@@ -77,27 +85,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _pass(args: argparse.Namespace) -> ReconcileReport | int:
     """One pass as ``args`` say: its report, or the exit status when nothing could be judged."""
     from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+    from airflow_provider_sm_prefs.operators.identity import DEPLOYMENT_VARIABLE
     from airflow_provider_sm_prefs.reconcile import Reconciler, RestApiTaskStates, StateUnavailable
 
-    if not args.deployment_id:
-        print("error: --deployment-id (or AIRFLOW__SM_PREFS__DEPLOYMENT_ID) is required", file=sys.stderr)
-        return 2
     if not args.api_url:
         print("error: --api-url (or SM_PREFS_AIRFLOW_API_URL) is required", file=sys.stderr)
         return 2
     source = RestApiTaskStates(args.api_url, args.api_token or None)
     try:
         source.check()
+        deployment = args.deployment_id or source.variable(DEPLOYMENT_VARIABLE)
     except StateUnavailable as err:
         print(f"error: Airflow's REST API cannot be read: {err}", file=sys.stderr)
         return 2
+    if not deployment:
+        print(
+            "error: no deployment id: pass --deployment-id (or AIRFLOW__SM_PREFS__DEPLOYMENT_ID); the deployment "
+            f"has no Variable {DEPLOYMENT_VARIABLE} yet (its first task generates it)",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"deployment id: {deployment}", file=sys.stderr)
     reconciler = Reconciler(
         SageMakerPreferenceHook(aws_conn_id=args.aws_conn_id, region_name=args.region),
         source,
-        args.deployment_id,
+        deployment,
         dry_run=args.dry_run,
         kinds=args.kinds or [k.value for k in JobKind],
         max_calls_per_second=args.max_calls_per_second,
+        legacy_ids=[default_deployment_id(args.api_url)],
+        adopt_legacy_ids=args.adopt_legacy_ids,
     )
     return reconciler.run()
 

@@ -2,9 +2,11 @@
 
 Every SageMaker call of a pass goes through one :class:`RateLimiter` (``max_calls_per_second``), so that
 a pass over a big account stays far below SageMaker's request rates. Acting on a STOP decision
-Describes the job again right before ``Stop*``: a job no longer ``InProgress`` is left alone (another
-reconciler, its task or SageMaker ended it), and a ``ValidationException`` of the Stop (it is already
-Stopping, Stopped or ended) counts as already stopped. A second pass therefore finds nothing to stop.
+Describes the job again and reads its tags again right before ``Stop*``: a job no longer ``InProgress``
+is left alone (another reconciler, its task or SageMaker ended it), a job whose identity tags changed
+since they were judged is left alone and reported (nothing is stopped on tags that no longer say what
+was decided), and a ``ValidationException`` of the Stop (it is already Stopping, Stopped or ended) counts
+as already stopped. A second pass therefore finds nothing to stop.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_sm_prefs.domain.identity import tag_value
+from airflow_provider_sm_prefs.domain.exceptions import NotOursError
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim, tag_value
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.reconcile import (
     Decision,
@@ -100,6 +103,9 @@ class Reconciler:
     :param dry_run: decide and report, stop nothing (the default).
     :param kinds: the job kinds to look at.
     :param max_calls_per_second: the limit of SageMaker calls of the pass (None: none).
+    :param legacy_ids: the ids earlier releases derived for this deployment (jobs tagged with them are
+        reported, not judged, unless ``adopt_legacy_ids``).
+    :param adopt_legacy_ids: judge (and stop) jobs tagged with ``legacy_ids`` as this deployment's own.
     """
 
     def __init__(
@@ -111,8 +117,12 @@ class Reconciler:
         dry_run: bool = True,
         kinds: Iterable[JobKind | str] = (JobKind.TRAINING, JobKind.PROCESSING),
         max_calls_per_second: float | None = 5.0,
+        legacy_ids: Iterable[str] = (),
+        adopt_legacy_ids: bool = False,
     ) -> None:
         self.hook = hook
+        self.legacy_ids = [i for i in legacy_ids if i and i != deployment_id]
+        self.adopt_legacy_ids = adopt_legacy_ids
         self.source = source
         self.deployment_id = deployment_id
         self.dry_run = dry_run
@@ -157,7 +167,7 @@ class Reconciler:
     # ---------------------------------------------------------------------------------------- deciding
     def verdict(self, job: SeenJob) -> tuple[Verdict, JobOwner | None, str | None]:
         """The decision for ``job``, its owner (when tagged by this deployment) and the resolved run id."""
-        owner = identify(job, self.deployment_id)
+        owner = identify(job, self.deployment_id, self.legacy_ids, self.adopt_legacy_ids)
         if isinstance(owner, Verdict):
             return owner, None, None
         try:
@@ -166,7 +176,8 @@ class Reconciler:
                 return (
                     Verdict(
                         Decision.REPORT_ONLY,
-                        f"run id tag {owner.run_id!r} is shortened and matches no run of {owner.dag_id!r}",
+                        f"run id tag {owner.run_id!r} is shortened and matches no single run of "
+                        f"{owner.dag_id!r} (none, or more than one): ambiguous, never stopped",
                     ),
                     owner,
                     None,
@@ -184,13 +195,14 @@ class Reconciler:
         if key not in self._runs:
             self._runs[key] = self.source.run_ids(owner.dag_id, owner.task_id)
         matches = [run for run in self._runs[key] if tag_value(run) == owner.run_id]
-        if len(matches) == 1:
-            return matches[0]
-        return owner.run_id if owner.run_id in self._runs[key] else None
+        # Exactly one run must stand for the tag: a run whose id *is* the shortened text (a decoy, or a
+        # coincidence) next to the run it was shortened from makes the tag ambiguous, and an ambiguous
+        # owner is never judged.
+        return matches[0] if len(matches) == 1 else None
 
     # ----------------------------------------------------------------------------------------- acting
-    def stop(self, kind: JobKind, name: str) -> str:
-        """Stop ``name`` if it is still running; what happened, for the report."""
+    def stop(self, kind: JobKind, name: str, judged: OwnerClaim) -> str:
+        """Stop ``name`` if it is still running and its tags still name the owner judged; what happened."""
         self.limiter.wait()
         described = self.hook.describe_job(kind, name)
         if described is None:
@@ -199,9 +211,12 @@ class Reconciler:
         if status != RUNNING:
             return f"already {status}"
         self.limiter.wait()
-        if self.hook.stop_job(kind, name):
-            return "stopped"
-        return "already stopped"
+        try:
+            stopped = self.hook.stop_job(kind, name, judged, described)
+        except NotOursError as err:
+            log.warning("Not stopping %s job %s: %s", kind.value, name, err.reason)
+            return f"not stopped: its tags no longer name the owner judged ({err.reason})"
+        return "stopped" if stopped else "already stopped"
 
     def run(self) -> ReconcileReport:
         """One pass over every running job of :attr:`kinds`."""
@@ -212,7 +227,8 @@ class Reconciler:
                 verdict, owner, run_id = self.verdict(job)
                 action = ""
                 if verdict.decision is Decision.STOP:
-                    action = "would stop" if self.dry_run else self._act(kind, job.name)
+                    judged = OwnerClaim.of_tags(job.tags)
+                    action = "would stop" if self.dry_run else self._act(kind, job.name, judged)
                 report.rows.append(_row(job, owner, run_id, verdict, action))
         log.info(
             "Reconciler pass (%s, deployment %s):\n%s",
@@ -222,9 +238,9 @@ class Reconciler:
         )
         return report
 
-    def _act(self, kind: JobKind, name: str) -> str:
+    def _act(self, kind: JobKind, name: str, judged: OwnerClaim) -> str:
         try:
-            return self.stop(kind, name)
+            return self.stop(kind, name, judged)
         except Exception as err:  # one job's failure is reported; the pass goes on
             log.warning("Could not stop %s job %s", kind.value, name, exc_info=True)
             return f"error: {type(err).__name__}: {err}"

@@ -187,6 +187,12 @@ class RestApiTaskStates:
         self._get("/dags", limit=1)
         return str(answer["version"])
 
+    def variable(self, key: str) -> str | None:
+        """An Airflow Variable's value (None when there is none)."""
+        found = self._get(f"/variables/{_q(key)}")
+        value = (found or {}).get("value")
+        return str(value).strip() or None if value is not None else None
+
     def task_state(self, owner: JobOwner, run_id: str, job_name: str) -> OwnerState | Gone:
         base = f"/dags/{_q(owner.dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(owner.task_id)}"
         found = self._get(base if owner.map_index < 0 else f"{base}/{owner.map_index}")

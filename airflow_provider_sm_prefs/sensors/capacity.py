@@ -23,6 +23,7 @@ from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_don
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.operators.finishing import decide_finish
+from airflow_provider_sm_prefs.operators.identity import deployment_claim
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
@@ -154,6 +155,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
                 deferred_at=deferred_now(),
                 min_defer_seconds=min_defer_seconds(self.min_defer_seconds),
                 finish=finishing.plan,
+                owner=deployment_claim().as_dict() if self.stop_job_on_deadline else None,
             ),
             method_name="execute_complete",
             kwargs={"deferred_by_try": getattr(context.get("ti"), "try_number", None)},
@@ -177,7 +179,7 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         )
         if passed is not None:
             if passed.stop_job:
-                self.hook.stop_job(kind, self.job_name)
+                self.hook.stop_job(kind, self.job_name, deployment_claim())
             passed.event.outcome_or_raise()  # raises its CapacityTimeoutError
         self.log.info("%s: %s, still waiting", self.job_name, job.phase.value)
         return False

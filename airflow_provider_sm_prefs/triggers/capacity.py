@@ -19,6 +19,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
 from airflow_provider_sm_prefs.domain.exceptions import JobFailedError
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import format_duration
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
@@ -113,6 +114,9 @@ class SageMakerCapacityTrigger(BaseTrigger):
     :param finish: a :class:`~airflow_provider_sm_prefs.triggers.finish.FinishPlan` (``as_dict()``): end
         the task here when the wait is over (push its XComs and record, send the metrics, write the job's
         log lines) instead of resuming it in a worker; None (rows of earlier releases too): resume it.
+    :param owner: what proves the job the task's own (``OwnerClaim.as_dict()``): the deadline and kill
+        stops read the job's tags right before ``Stop*`` and stop only a job they prove ours. None (a sensor
+        watching another's job, or a row of an earlier release): nothing is proved, so nothing is stopped.
     :param escalate_after_seconds: the earlier name of ``window_closes_after_seconds``, still read
         from rows serialized by earlier releases (see :data:`RENAMED_KWARGS`); passing both is an error.
     """
@@ -138,6 +142,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         deferred_at: str | None = None,
         min_defer_seconds: float | None = None,
         finish: dict[str, Any] | None = None,
+        owner: dict[str, Any] | None = None,
         *,
         escalate_after_seconds: float | None = None,
     ) -> None:
@@ -170,6 +175,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
         self.deferred_at = deferred_at
         self.min_defer_seconds = float(min_defer_seconds) if min_defer_seconds else None
         self.finish = dict(finish) if finish else None
+        self.owner = dict(owner) if owner else None
+
+    @property
+    def claim(self) -> OwnerClaim:
+        """What proves the job the task's own (:attr:`owner`)."""
+        return OwnerClaim.from_dict(self.owner)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -194,6 +205,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 "deferred_at": self.deferred_at,
                 "min_defer_seconds": self.min_defer_seconds,
                 "finish": self.finish,
+                "owner": self.owner,
             },
         )
 
@@ -313,6 +325,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     early=job is None,
                     wake_after=self._timer() if job is not None and job.phase is Phase.WAITING else None,
                     stamp=state.seen,
+                    arn=None if job is None else job.describe.get(self.kind.spec.arn_field),
                 )
                 state.summary, state.seen, state.settled = seen.summary, seen.stamp, seen.settled
                 return
@@ -365,6 +378,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         early: bool,
         wake_after: float | None = None,
         stamp: JobStamp | None = None,
+        arn: str | None = None,
     ) -> Observation:
         """Wait until the shared List loop or an event shows this job change, or ``limit`` seconds
         (safety/deadline).
@@ -374,7 +388,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         List loop reads passes it — the clock of the deadline, which may run faster than this
         process's (an offline SageMaker with compressed time). Returns what was seen: the last summary
         (to re-register without an early pass; None when the job changed or its timer is due), the
-        newest view of the job (``stamp``), and the event detail that ends the wait, if one did.
+        newest view of the job (``stamp``), and the event detail that ends the wait, if one did (only
+        an event that names ``arn``, the job's ARN from its Describe, in its account and region).
         """
         watcher = watcher_for(kind, client_key, self._open_client, partial(event_mode_for, self.settings))
         is_change = listed_change(kind, self.wait_for)
@@ -392,6 +407,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 early=early,
                 wait_for=self.wait_for,
                 stamp=stamp,
+                arn=arn,
             )
             early = False
             stamp = seen.stamp or stamp
@@ -437,7 +453,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         )
         if passed is not None:
             if passed.stop_job:
-                await self.hook.stop_job_async(client, job.kind, self.job_name)
+                await self.hook.stop_job_async(client, job.kind, self.job_name, self.claim)
             self.log.error("Capacity deadline passed for %s: %s", self.job_name, passed.event.reason)
             return passed.event
         waited = job.timer_passed(self.window_closes_after_seconds)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.exceptions import NotOursError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.task_state import GOES_ON, current_state_async
 
@@ -56,5 +57,9 @@ async def _stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool)
         return
     hook = trigger.hook
     async with await hook.get_async_conn() as client:
-        await hook.stop_job_async(client, kind, job_name)
+        try:
+            await hook.stop_job_async(client, kind, job_name, trigger.claim)
+        except NotOursError as err:
+            log.error("%s", err)
+            return
     log.info("Stopped %s: its task was marked or cleared", job_name)

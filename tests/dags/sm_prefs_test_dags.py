@@ -37,9 +37,9 @@ PARAMS: dict[str, Any] = {
 class CrashAfterCreateTrainingOperator(SageMakerPreferenceTrainingOperator):
     """Dies right after CreateTrainingJob on its first try, as a killed worker would."""
 
-    def _create(self, context, *args, **kwargs):  # type: ignore[no-untyped-def]
-        describe = super()._create(context, *args, **kwargs)
-        if context["ti"].try_number == 1:
+    def _create(self, run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        describe = super()._create(run, *args, **kwargs)
+        if run.ti.try_number == 1:
             raise RuntimeError("worker died right after CreateTrainingJob")
         return describe
 
@@ -135,6 +135,13 @@ t_train_sync = _dag(
 )
 t_train_untagged = _dag(
     "t_train_untagged", SageMakerPreferenceTrainingOperator, wait_for_completion=False, identity_tags=False
+)
+# A hand-off that pushes no XCom at all: only the job's own hand-off tag says it was left running on purpose.
+t_train_handoff_quiet = _dag(
+    "t_train_handoff_quiet",
+    SageMakerPreferenceTrainingOperator,
+    wait_for_completion=False,
+    do_xcom_push=False,
 )
 t_process = _dag("t_process", SageMakerPreferenceProcessingOperator, wait_for_completion=False)
 t_process_complete = _dag(

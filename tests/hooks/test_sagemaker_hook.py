@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.exceptions import JobSubmissionError, NotOursError, QuotaExceededError
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, IdentityKey, OwnerClaim
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     SageMakerPreferenceHook,
@@ -82,7 +83,29 @@ def test_create_describe_stop_round_trip(sm: Any) -> None:
     described = hook.describe_job(JobKind.TRAINING, "hooked")
     assert described is not None and described["TrainingJobName"] == "hooked"
     assert hook.describe_job(JobKind.TRAINING, "nope") is None
-    assert hook.stop_job(JobKind.TRAINING, "hooked") is True
+    assert hook.stop_job(JobKind.TRAINING, "hooked", OwnerClaim(created=True)) is True
+
+
+def test_a_stop_reads_the_jobs_tags_first_and_leaves_another_owners_job_running(sm: Any) -> None:
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
+    mine = AirflowIdentity("nightly", "train", "scheduled__1", -1, 1, "af-mine").as_dict()
+    theirs = {**mine, IdentityKey.DEPLOYMENT.value: "af-theirs"}
+    req, prefs = request("same-dag-other-deployment")
+    req["Tags"] = [{"Key": k, "Value": v} for k, v in theirs.items()]
+    hook.create_job(JobKind.TRAINING, req, prefs)
+    with pytest.raises(NotOursError) as refused:
+        hook.stop_job(JobKind.TRAINING, "same-dag-other-deployment", OwnerClaim.of_tags(mine))
+    assert "'af-theirs'" in str(refused.value) and "same-dag-other-deployment" in str(refused.value)
+    # An untagged job, or no claim at all: nothing proves it ours either.
+    req, prefs = request("untagged")
+    hook.create_job(JobKind.TRAINING, req, prefs)
+    for name, claim in (("untagged", OwnerClaim.of_tags(mine)), ("same-dag-other-deployment", OwnerClaim())):
+        with pytest.raises(NotOursError):
+            hook.stop_job(JobKind.TRAINING, name, claim)
+    assert sm.stats()["jobs"]["same-dag-other-deployment"].get("StopTrainingJob", 0) == 0
+    assert sm.stats()["jobs"]["untagged"].get("StopTrainingJob", 0) == 0
+    # Its own claim (another try of the same task instance) stops it.
+    assert hook.stop_job(JobKind.TRAINING, "same-dag-other-deployment", OwnerClaim.of_tags(theirs)) is True
 
 
 def test_stopping_an_ended_job_is_not_an_error(sm: Any) -> None:
@@ -91,7 +114,7 @@ def test_stopping_an_ended_job_is_not_an_error(sm: Any) -> None:
     hook.create_job(JobKind.TRAINING, req, prefs)
     sm.advance(100000)
     assert sm.job("short")["status"] == "Completed"
-    assert hook.stop_job(JobKind.TRAINING, "short") is False
+    assert hook.stop_job(JobKind.TRAINING, "short", OwnerClaim(created=True)) is False
 
 
 def test_create_rides_out_throttling_without_duplicates(sm: Any) -> None:

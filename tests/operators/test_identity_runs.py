@@ -3,6 +3,7 @@ the offline SageMaker), next to the config's own; a bad or clashing tag fails be
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -40,12 +41,48 @@ def test_a_training_job_carries_dag_task_run_map_index_try_and_deployment(
     assert record is not None and record["identity_tags"] == ours
 
 
-def test_a_processing_job_carries_them_with_a_default_deployment_id(sm: Any, run_test_dag: Any) -> None:
-    states, _ = run_test_dag("t_process", config=processing_config(), prefs=CPU, max_pending=3600)
-    assert states["job"] == "success"
-    tags = tags_of(sm, "prep")
-    assert tags["sm-prefs:dag-id"] == "t_process"
-    assert tags["sm-prefs:deployment"].startswith("airflow")
+def test_without_a_configured_id_each_deployment_generates_its_own_even_from_the_same_compose_file(
+    sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's compose file gives every deployment the same API server URL, which earlier releases hashed
+    into the id: two such deployments shared it. The id is now generated once and kept in the deployment's
+    own metadata database."""
+    from airflow.models.variable import Variable
+
+    from airflow_provider_sm_prefs.domain.identity import default_deployment_id
+    from airflow_provider_sm_prefs.operators import identity
+
+    compose_url = "http://airflow-apiserver:8080/execution/"
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", raising=False)
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", compose_url)
+
+    def one_deployment(job: str) -> str:
+        """A run in a deployment of its own: a metadata database without the Variable, a fresh process."""
+        Variable.delete(identity.DEPLOYMENT_VARIABLE)
+        monkeypatch.setattr(identity, "_generated", {})
+        states, _ = run_test_dag(
+            "t_process", config={**processing_config(), "ProcessingJobName": job}, prefs=CPU, max_pending=3600
+        )
+        assert states["job"] == "success"
+        tags = tags_of(sm, job)
+        assert tags["sm-prefs:dag-id"] == "t_process"
+        return tags["sm-prefs:deployment"]
+
+    first, second = one_deployment("prep-a"), one_deployment("prep-b")
+    for generated in (first, second):
+        assert re.fullmatch(r"af-[0-9a-f]{16}", generated), generated
+    assert first != second
+    assert default_deployment_id(compose_url) not in (first, second)
+    # Kept in the database: the next run (any process of the deployment) reads the same id.
+    assert Variable.get(identity.DEPLOYMENT_VARIABLE) == second
+    monkeypatch.setattr(identity, "_generated", {})
+    states, _ = run_test_dag(
+        "t_process",
+        config={**processing_config(), "ProcessingJobName": "prep-c"},
+        prefs=CPU,
+        max_pending=3600,
+    )
+    assert tags_of(sm, "prep-c")["sm-prefs:deployment"] == second
 
 
 def test_a_retry_that_reattaches_keeps_the_tags_of_the_try_that_created_the_job(
@@ -77,11 +114,12 @@ def test_a_user_tag_with_an_identity_key_fails_before_create_naming_the_key(
 def test_more_than_50_tags_in_all_fail_before_create(
     sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    config = training_config(tags={f"k{i}": "v" for i in range(45)})
+    config = training_config(tags={f"k{i}": "v" for i in range(44)})
     states, _ = run_test_dag("t_train_capacity", config=config, prefs=NIGHTLY, max_pending=3600)
     assert states["job"] == "failed" and creates(sm) == 0
     out = capfd.readouterr()
-    assert "45 tags and 6 identity tags make 51; AWS allows at most 50" in out.out + out.err
+    # Six identity tags and the hand-off tag: t_train_capacity leaves its job running (wait_for_completion=False).
+    assert "44 tags and 7 identity tags make 51; AWS allows at most 50" in out.out + out.err
 
 
 def test_identity_tags_false_sends_only_the_users_tags(
