@@ -6,10 +6,16 @@ their values; a second one reads the values of the rows not read before (:class:
 every JSON value and checking it is most of a request's time); a third one, for the page of jobs shown
 only, reads each job's link. Rows that are not a readable record (an older version of the record,
 anything hand-pushed under the key) are counted, never raised.
+
+A record's value is written by its task, so it is only as trustworthy as the task: the DAG, run, task and
+map index a record stands for, and everything the page derives from them (which DAG it is counted under,
+its task instance and job links), are the XCom row's own columns, whatever the value claims. A task of a
+DAG the user may read cannot make the page show or link another DAG's run or job.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import urllib.parse
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -141,15 +147,34 @@ def _read_records(
     session: Session, stmt: Select[tuple[Any, datetime]], keys: set[RowKey]
 ) -> dict[RowKey, CapacityRecord | None]:
     """The records of the rows ``keys`` (None for a row that holds no readable record)."""
-    values = stmt.with_only_columns(*_ROW_KEY, XComModel.value)
+    values = stmt.with_only_columns(*_ROW_KEY, XComModel.dag_id, XComModel.run_id, XComModel.value)
     if len(keys) <= _BY_RUN_IDS:
         values = values.where(XComModel.dag_run_id.in_(sorted({key[0] for key in keys})))
     read: dict[RowKey, CapacityRecord | None] = {}
-    for run_pk, task_id, map_index, written, value in session.execute(values):
+    for run_pk, task_id, map_index, written, dag_id, run_id, value in session.execute(values):
         key = (run_pk, task_id, map_index, written)
         if key in keys:
-            read[key] = CapacityRecord.from_dict(_value(value))
+            read[key] = _as_row(CapacityRecord.from_dict(_value(value)), dag_id, run_id, task_id, map_index)
     return read
+
+
+def _as_row(
+    record: CapacityRecord | None, dag_id: str, run_id: str, task_id: str, map_index: int
+) -> CapacityRecord | None:
+    """``record`` as the task instance whose XCom row holds it: the row's identity replaces the value's.
+
+    The value is whatever its task pushed; the row's columns are what Airflow wrote for that task.
+    """
+    if record is None:
+        return None
+    if (record.dag_id, record.run_id, record.task_id, record.map_index) == (
+        dag_id,
+        run_id,
+        task_id,
+        map_index,
+    ):
+        return record
+    return dataclasses.replace(record, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
 
 
 def _value(raw: Any) -> Any:
