@@ -32,11 +32,30 @@ class _App:
         await app(scope, receive, send)
 
 
+class _PageLogout:
+    """An ASGI middleware: Airflow's logout also ends the page's own login (compat.page decides how).
+
+    The compat module is imported on the first request, as :class:`_App` imports the page.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._inner: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._inner is None:
+            from airflow_provider_sm_prefs.compat.page import logout_middleware
+
+            self._inner = logout_middleware(self.app, URL_PREFIX)
+        await self._inner(scope, receive, send)
+
+
 class SageMakerCapacityPlugin(AirflowPlugin):
     """The capacity page, its JSON API, and the links to it from the Airflow UI."""
 
     name = "sm_prefs_capacity"
     fastapi_apps = [{"app": _App(), "url_prefix": URL_PREFIX, "name": "SageMaker capacity"}]
+    fastapi_root_middlewares = [{"middleware": _PageLogout, "name": "SageMaker capacity logout"}]
     if EXTERNAL_VIEWS:
         external_views = [
             {

@@ -17,6 +17,10 @@ Routes (under the prefix):
   (:mod:`.insights`); the same query, scope and answers to bad input as
   ``/api/capacity``. Hours of the day are in UTC and in the deployment's time zone
   (``[core] default_timezone``).
+
+Every answer carries :data:`SECURITY_HEADERS`: a Content-Security-Policy that lets the page run only its
+own files (the charting library is bundled, nothing is inline) and talk only to its own origin, may be
+framed only by Airflow's UI (same origin), and no content sniffing.
 """
 
 from __future__ import annotations
@@ -30,18 +34,19 @@ from urllib.parse import urlsplit
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.configuration import conf
-from airflow.models.dag import DagModel
 from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, Response
-from sqlalchemy import select
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from airflow_provider_sm_prefs.compat.page import login_response, optional_user, required_user
+from airflow_provider_sm_prefs.compat.page import router as login_router
 from airflow_provider_sm_prefs.links import CAPACITY_PAGE_PREFIX
 from airflow_provider_sm_prefs.plugin.insights import insights
 from airflow_provider_sm_prefs.plugin.query import dags_with_records, load_entries, with_links
 from airflow_provider_sm_prefs.plugin.stats import Filters, summarize
 
-__all__ = ["URL_PREFIX", "app", "parse_filters"]
+__all__ = ["CONTENT_SECURITY_POLICY", "SECURITY_HEADERS", "URL_PREFIX", "app", "parse_filters"]
 
 #: Where Airflow mounts the app.
 URL_PREFIX = CAPACITY_PAGE_PREFIX
@@ -62,6 +67,51 @@ def _readable_dag_ids(user: GetUserDep) -> set[str]:
 
 ReadableDagIds = Annotated[set[str], Depends(_readable_dag_ids)]
 
+#: The page loads its script, style and charting library from its own origin and nothing inline; it
+#: reads only its own API. ``frame-ancestors 'self'``: Airflow's UI (3.1+) shows it in a frame of its own
+#: origin, no other site may.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'self'",
+    )
+)
+#: Headers on every answer of the app (pages, JSON, static files and errors alike).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "SAMEORIGIN",  # frame-ancestors, for browsers that read only this
+    "Referrer-Policy": "same-origin",  # the page's URL names DAGs: not for the console's logs
+}
+
+
+class SecurityHeaders:
+    """An ASGI middleware that adds :data:`SECURITY_HEADERS` to every answer that has not set them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 app = FastAPI(
     title="SageMaker capacity",
     description="Capacity decisions of SageMaker jobs with instance preferences, across DAG runs.",
@@ -69,6 +119,8 @@ app = FastAPI(
     redoc_url=None,
     openapi_url=None,
 )
+app.add_middleware(SecurityHeaders)
+app.include_router(login_router)
 
 
 def _bad(parameter: str, message: str) -> HTTPException:
@@ -124,14 +176,20 @@ def parse_filters(params: dict[str, str], now: datetime | None = None) -> Filter
     )
 
 
-def _dag_scope(session: SessionDep, readable: set[str], dag_id: str | None) -> set[str]:
+def _dag_scope(readable: set[str], dag_id: str | None) -> set[str]:
+    """The DAGs a request reads: the readable ones, or the one it names if the user may read it.
+
+    A DAG that does not exist and one the user may not read get the same answer, so the page tells no
+    one which DAG ids exist beyond those they may read.
+    """
     if dag_id is None:
         return readable
     if dag_id in readable:
         return {dag_id}
-    if session.scalar(select(DagModel.dag_id).where(DagModel.dag_id == dag_id)) is None:
-        raise _bad("dag_id", f"unknown DAG {dag_id!r}; choose one of the DAGs /api/filters lists")
-    raise HTTPException(status.HTTP_403_FORBIDDEN, detail=f"dag_id: you may not read DAG {dag_id!r}")
+    raise HTTPException(
+        status.HTTP_404_NOT_FOUND,
+        detail=f"dag_id: DAG {dag_id!r} is not found or not readable; choose one of the DAGs /api/filters lists",
+    )
 
 
 def _ui_root() -> str:
@@ -143,7 +201,7 @@ def _ui_root() -> str:
 def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
     """Everything the page draws, for the query's range and DAG/task."""
     filters = parse_filters(dict(request.query_params))
-    dag_ids = _dag_scope(session, readable, filters.dag_id)
+    dag_ids = _dag_scope(readable, filters.dag_id)
     entries, skipped = load_entries(session, dag_ids, filters)
     result = summarize(entries, filters, skipped=skipped)
     with_links(session, [*result["jobs"]["rows"], *result["groups"]["rows"]], _ui_root())
@@ -154,7 +212,7 @@ def capacity(request: Request, session: SessionDep, readable: ReadableDagIds) ->
 def capacity_insights(request: Request, session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
     """The insights of the query's range and DAG/task (same query and scope as ``/api/capacity``)."""
     filters = parse_filters(dict(request.query_params))
-    dag_ids = _dag_scope(session, readable, filters.dag_id)
+    dag_ids = _dag_scope(readable, filters.dag_id)
     entries, skipped = load_entries(session, dag_ids, filters)
     return insights(entries, filters, tz=_default_timezone(), skipped=skipped)
 
