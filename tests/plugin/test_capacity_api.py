@@ -3,8 +3,8 @@ the offline SageMaker, real authentication and DAG authorization by the SimpleAu
 
 from __future__ import annotations
 
+import html
 import importlib.util
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY
 from offline_sagemaker.jobs import training_config
-from tests.airflow_versions import AIRFLOW_V_3_3_PLUS
+from tests.airflow_versions import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_3_PLUS
 
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
 NIGHTLY = [
@@ -125,11 +125,11 @@ def test_the_page_sends_a_visitor_without_a_login_to_airflows_login(client: Any)
         assert response.status_code == 307
         login = response.headers["location"]
     else:
-        # Airflow 3.0's UI keeps its token in local storage: a sign-in page (no data) copies it into the
-        # page's cookie and reloads, or goes to the login page when there is none.
+        # Airflow 3.0's UI keeps its token in local storage: a sign-in page (no data) hands it to the
+        # page's session route and reloads, or goes to the login page when there is none.
         assert response.status_code == 200 and "data-testid" not in response.text
-        assert f'document.cookie = "{PAGE_TOKEN_COOKIE}="' in response.text
-        login = json.loads(re.search(r"location\.replace\((\"[^\"]*\")\)", response.text)[1])
+        assert '<script src="/sm-prefs/sign-in.js" data-session="/sm-prefs/session"' in response.text
+        login = html.unescape(re.search(r'data-login="([^"]*)"', response.text)[1])
         with_cookie = client.get(
             "/sm-prefs/", cookies={PAGE_TOKEN_COOKIE: token("viewer", "viewer")["Authorization"][7:]}
         )
@@ -207,7 +207,6 @@ def test_a_range_that_excludes_the_runs_shows_nothing(client: Any, history: dict
 @pytest.mark.parametrize(
     ("query", "names"),
     [
-        ("dag_id=no_such_dag", "dag_id: unknown DAG 'no_such_dag'"),
         ("since=yesterday", "since: 'yesterday' is not an ISO 8601"),
         ("until=2026-13-01", "until: '2026-13-01' is not an ISO 8601"),
         ("since=2026-11-02&until=2026-11-01", "since: 2026-11-02T00:00:00+00:00 is not before until"),
@@ -249,7 +248,7 @@ def test_a_user_sees_only_the_dags_their_team_may_read(
         assert "t_page_train" not in {d["dag_id"] for d in get(client, "/api/filters", ml).json()["dags"]}
         assert "t_page_train" in {d["dag_id"] for d in get(client, "/api/filters", research).json()["dags"]}
         denied = get(client, f"/api/capacity?{WIDE}&dag_id=t_page_train", ml)
-        assert denied.status_code == 403 and "may not read DAG 't_page_train'" in denied.json()["detail"]
+        assert denied.status_code == 404 and denied.json() == {"detail": not_readable("t_page_train")}
         everything = get(client, f"/api/capacity?{WIDE}", ml).json()
         assert all(row["dag_id"] != "t_page_train" for row in everything["jobs"]["rows"])
         assert (
@@ -263,3 +262,229 @@ def test_a_user_sees_only_the_dags_their_team_may_read(
                 )
             )
             session.execute(delete(Team).where(Team.name == "research"))
+
+
+def not_readable(dag_id: str) -> str:
+    """The one answer for a DAG that does not exist and for one the user may not read."""
+    return f"dag_id: DAG {dag_id!r} is not found or not readable; choose one of the DAGs /api/filters lists"
+
+
+@pytest.fixture
+def train_hidden(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A deployment whose auth manager lets user "a-reader" read every DAG but ``t_page_train``; their login.
+
+    The policy is the auth manager's own ``is_authorized_dag``; everything above it (which DAG ids the
+    manager lists, how the page answers) runs as it does in service.
+    """
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+    original = SimpleAuthManager.is_authorized_dag
+
+    def is_authorized_dag(self: Any, *, method: Any, user: Any, **kwargs: Any) -> bool:
+        details = kwargs.get("details")
+        if user.get_name() == "a-reader" and details is not None and details.id == "t_page_train":
+            return False
+        return original(self, method=method, user=user, **kwargs)
+
+    monkeypatch.setattr(SimpleAuthManager, "is_authorized_dag", is_authorized_dag)
+    return token("a-reader", "viewer")
+
+
+@pytest.mark.parametrize("route", ["/api/capacity", "/api/insights"])
+def test_an_unknown_dag_and_an_unreadable_dag_get_the_same_answer(
+    client: Any, history: dict[str, str], train_hidden: dict[str, str], route: str
+) -> None:
+    """No existence oracle: a DAG that exists but may not be read answers as one that does not exist."""
+    unknown = get(client, f"{route}?{WIDE}&dag_id=no_such_dag", train_hidden)
+    hidden = get(client, f"{route}?{WIDE}&dag_id=t_page_train", train_hidden)
+    assert (unknown.status_code, unknown.json()) == (404, {"detail": not_readable("no_such_dag")})
+    assert (hidden.status_code, hidden.json()) == (404, {"detail": not_readable("t_page_train")})
+    assert hidden.text.replace("t_page_train", "no_such_dag") == unknown.text
+    # The same DAG for a user who may read it: its records.
+    assert get(client, f"{route}?{WIDE}&dag_id=t_page_train", token("viewer", "viewer")).status_code == 200
+
+
+def test_a_record_shows_under_the_task_that_pushed_it_whatever_it_claims(
+    client: Any, history: dict[str, str], train_hidden: dict[str, str]
+) -> None:
+    """A task of t_page_process (readable) pushes a copy of t_page_train's record (hidden from the user),
+    naming t_page_train's DAG, run and task: the page shows it as the pushing task's own, in its own run,
+    and links neither t_page_train's task instance nor the job link t_page_train stored."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, select
+
+    from airflow_provider_sm_prefs.links import SageMakerPreferenceJobLink
+
+    source = {"dag_id": "t_page_train", "run_id": history["fallback"], "task_id": "job", "map_index": -1}
+    forged_at = {"dag_id": "t_page_process", "run_id": history["processing"], "task_id": "consume"}
+
+    def stored(session: Any, key: str) -> Any:
+        where = [getattr(XComModel, name) == value for name, value in source.items()]
+        return XComModel.deserialize_value(
+            session.scalar(select(XComModel).where(XComModel.key == key, *where))
+        )
+
+    with create_session() as session:
+        claimed_value, hidden_url = (
+            stored(session, RECORD_KEY),
+            stored(session, SageMakerPreferenceJobLink.key),
+        )
+        XComModel.set(key=RECORD_KEY, value=claimed_value, session=session, **forged_at)
+    assert claimed_value["dag_id"] == "t_page_train" and hidden_url.endswith("/_emulator/view/jobs/page-fb")
+    try:
+        data = get(client, f"/api/capacity?{WIDE}", train_hidden).json()
+        rows = data["jobs"]["rows"]
+        forged = next(row for row in rows if row["task_id"] == "consume")
+        assert (forged["dag_id"], forged["run_id"], forged["map_index"]) == (
+            "t_page_process",
+            history["processing"],
+            -1,
+        )
+        run = history["processing"].replace("+", "%2B").replace(":", "%3A")
+        assert forged["ti_url"] == f"/dags/t_page_process/runs/{run}/tasks/consume"
+        assert forged["job_url"] != hidden_url and "_emulator" not in forged["job_url"]
+        assert all(row["dag_id"] != "t_page_train" for row in rows)
+        assert all("t_page_train" not in row["ti_url"] and row["job_url"] != hidden_url for row in rows)
+        # The charts and the insights count it under the pushing task as well.
+        assert all("t_page_train" not in series["name"] for series in data["fallback"]["series"])
+        insight = get(client, f"/api/insights?{WIDE}", train_hidden).json()
+        tasks = {(row["dag_id"], row["task_id"]) for row in insight["fallback_premium_usd"]["by_task"]}
+        assert ("t_page_process", "consume") in tasks and all(dag != "t_page_train" for dag, _ in tasks)
+        # Filtered to its DAG, it is there too; the DAG it names stays hidden.
+        mine = get(client, f"/api/capacity?{WIDE}&dag_id=t_page_process&task_id=consume", train_hidden).json()
+        assert [row["dag_id"] for row in mine["jobs"]["rows"]] == ["t_page_process"]
+        assert get(client, f"/api/capacity?{WIDE}&dag_id=t_page_train", train_hidden).status_code == 404
+    finally:
+        with create_session() as session:
+            session.execute(
+                delete(XComModel).where(
+                    XComModel.key == RECORD_KEY,
+                    XComModel.dag_id == "t_page_process",
+                    XComModel.task_id == "consume",
+                )
+            )
+
+
+#: What the page's answers must carry: only its own scripts, styles and API; framed by Airflow's UI only.
+CSP_DIRECTIVES = {
+    "default-src": "'none'",
+    "script-src": "'self'",
+    "style-src": "'self'",
+    "connect-src": "'self'",
+    "base-uri": "'self'",
+    "frame-ancestors": "'self'",
+}
+
+
+def assert_hardened(response: Any) -> None:
+    policy = dict(
+        part.strip().split(" ", 1) for part in response.headers["content-security-policy"].split(";")
+    )
+    assert {name: policy.get(name) for name in CSP_DIRECTIVES} == CSP_DIRECTIVES
+    assert "unsafe" not in response.headers["content-security-policy"]
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["x-frame-options"] == "SAMEORIGIN"
+
+
+def assert_no_inline_code(page: str) -> None:
+    """Nothing the policy would block: every script is a file, no event handler or style attribute."""
+    scripts = re.findall(r"<script\b[^>]*>", page)
+    assert scripts and all(" src=" in tag for tag in scripts), scripts
+    assert not re.search(r"<script\b[^>]*>[^<]+</script>", page)
+    assert not re.search(r"\son[a-z]+\s*=", page) and " style=" not in page and "<style" not in page
+
+
+def test_the_page_and_its_api_answer_with_a_content_security_policy(client: Any) -> None:
+    viewer = token("viewer", "viewer")
+    page = get(client, "/?dag_id=t_page_train", viewer)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert_hardened(page)
+    assert_no_inline_code(page.text)
+    for path, expected in (
+        ("/api/filters", 200),
+        ("/static/capacity.js", 200),
+        ("/static/nothing.js", 404),
+        ("/api/capacity?page=0", 400),
+    ):
+        answer = get(client, path, viewer)
+        assert answer.status_code == expected
+        assert_hardened(answer)
+    anonymous = get(client, "/")  # the login redirect (3.1+) or the sign-in page (3.0)
+    assert_hardened(anonymous)
+    if anonymous.status_code == 200:
+        assert_no_inline_code(anonymous.text)
+
+
+airflow_3_0_only = pytest.mark.skipif(
+    AIRFLOW_V_3_1_PLUS, reason="Airflow 3.1 and later: the page reads Airflow's own login cookie"
+)
+
+
+def set_cookies(response: Any) -> list[str]:
+    return [value for name, value in response.headers.multi_items() if name == "set-cookie"]
+
+
+@airflow_3_0_only
+def test_the_sign_in_script_is_a_file_that_hands_the_token_to_the_session_route(client: Any) -> None:
+    script = client.get("/sm-prefs/sign-in.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert (
+        'localStorage.getItem("token")' in script.text and 'Authorization: "Bearer " + token' in script.text
+    )
+    assert "document.cookie" not in script.text
+
+
+@airflow_3_0_only
+@pytest.mark.parametrize(("base", "secure"), [("http://testserver", False), ("https://testserver", True)])
+def test_the_page_cookie_is_http_only_strict_and_secure_over_https(
+    client: Any, base: str, secure: bool
+) -> None:
+    from airflow_provider_sm_prefs.compat.page import PAGE_TOKEN_COOKIE
+
+    jwt = token("viewer", "viewer")
+    # A proxy's X-Forwarded-Proto counts only when the api-server trusts it (--proxy-headers): not here.
+    answer = client.post(f"{base}/sm-prefs/session", headers={**jwt, "X-Forwarded-Proto": "https"})
+    client.cookies.clear()
+    assert answer.status_code == 204
+    (cookie,) = set_cookies(answer)
+    attributes = [part.strip() for part in cookie.split(";")]
+    assert attributes[0] == f"{PAGE_TOKEN_COOKIE}={jwt['Authorization'][7:]}"
+    assert {"HttpOnly", "Path=/sm-prefs", "SameSite=strict"} <= set(attributes)
+    assert ("Secure" in attributes) is secure
+    max_age = int(next(a for a in attributes if a.startswith("Max-Age="))[8:])
+    assert 0 < max_age <= 24 * 3600  # no longer than the token lives ([api_auth] jwt_expiration_time)
+
+
+@airflow_3_0_only
+def test_only_a_valid_bearer_token_starts_a_page_session(client: Any) -> None:
+    from airflow_provider_sm_prefs.compat.page import PAGE_TOKEN_COOKIE
+
+    jwt = token("viewer", "viewer")["Authorization"][7:]
+    # A cookie alone does not count: another site can make a browser send cookies, not headers.
+    without = client.post("/sm-prefs/session", cookies={PAGE_TOKEN_COOKIE: jwt, "_token": jwt})
+    forged = client.post("/sm-prefs/session", headers={"Authorization": "Bearer not-a-jwt"})
+    client.cookies.clear()
+    assert without.status_code == 401 and set_cookies(without) == []
+    assert forged.status_code == 403 and set_cookies(forged) == []
+
+
+@airflow_3_0_only
+def test_airflows_logout_ends_the_page_cookie(client: Any) -> None:
+    from airflow_provider_sm_prefs.compat.page import PAGE_TOKEN_COOKIE
+
+    try:
+        assert client.post("/sm-prefs/session", headers=token("viewer", "viewer")).status_code == 204
+        assert client.cookies.get(PAGE_TOKEN_COOKIE)
+        page = client.get("/sm-prefs/")
+        assert page.status_code == 200 and "static/capacity.js" in page.text
+        # What Airflow 3.0's UI does on logout: drop its token, then open the logout route.
+        logout = client.get("/api/v2/auth/logout", follow_redirects=False)
+        assert logout.status_code == 307
+        (expiry,) = [c for c in set_cookies(logout) if c.startswith(f"{PAGE_TOKEN_COOKIE}=")]
+        assert {"Max-Age=0", "Path=/sm-prefs", "HttpOnly"} <= {part.strip() for part in expiry.split(";")}
+        assert client.cookies.get(PAGE_TOKEN_COOKIE) is None
+        after = client.get("/sm-prefs/")
+        assert "static/capacity.js" not in after.text and "sign-in.js" in after.text
+    finally:
+        client.cookies.clear()
