@@ -88,10 +88,9 @@ class StopUnattendedJob:
             ti,
             job_name,
         )
-        from airflow_provider_sm_prefs.operators.identity import task_claim
+        from airflow_provider_sm_prefs.operators.identity import job_claim
 
-        state = JobStateStore.of(context).load_or_none()
-        claim = state.claim() if state is not None and state.job_name == job_name else task_claim(context)
+        claim = job_claim(JobStateStore.of(context).load_or_none(), job_name, context)
         try:
             hook.stop_job(kind, job_name, claim)
         except NotOursError as err:

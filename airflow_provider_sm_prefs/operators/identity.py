@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
@@ -32,7 +33,10 @@ from airflow_provider_sm_prefs.domain.identity import (
     tag_value,
     with_identity,
 )
-from airflow_provider_sm_prefs.operators.task_try import TaskTry
+
+if TYPE_CHECKING:
+    from airflow_provider_sm_prefs.domain.job_state import JobState
+    from airflow_provider_sm_prefs.operators.task_try import TaskTry
 
 __all__ = [
     "DEPLOYMENT_VARIABLE",
@@ -41,6 +45,7 @@ __all__ = [
     "deployment_id",
     "identity_of",
     "identity_tags_enabled",
+    "job_claim",
     "legacy_deployment_ids",
     "task_claim",
 ]
@@ -154,6 +159,22 @@ def task_claim(context: Any) -> OwnerClaim:
     """What proves a job the task instance of ``context``'s when no job state says more: identity tags
     naming this deployment and that task instance (any try)."""
     return OwnerClaim.of_tags(identity_of(context).as_dict())
+
+
+def job_claim(
+    state: JobState | None, job_name: str, context: Any, known_tags: Mapping[str, Any] | None = None
+) -> OwnerClaim:
+    """What proves ``job_name`` the task instance of ``context``'s, best first: the job state recorded with
+    it (the identity tags its Create carried, or that this task's Create made it), the identity tags this
+    try knows it was created with (``known_tags``), else tags naming this deployment and task instance (a
+    job state of an earlier release, or none reachable)."""
+    if state is not None and state.job_name == job_name:
+        recorded = state.claim()
+        if recorded.tags or recorded.created:
+            return recorded
+    if known_tags:
+        return OwnerClaim.of_tags(known_tags)
+    return task_claim(context) if context is not None else OwnerClaim()
 
 
 def deployment_claim() -> OwnerClaim:

@@ -54,7 +54,7 @@ from airflow_provider_sm_prefs.operators.guardrail_check import (
     GuardrailCheck,
     with_guardrails,
 )
-from airflow_provider_sm_prefs.operators.identity import IdentityTags, deployment_id
+from airflow_provider_sm_prefs.operators.identity import IdentityTags, deployment_id, job_claim
 from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
@@ -420,11 +420,9 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
 
     def _claim(self, run: TaskTry, job_name: str) -> OwnerClaim:
         """What proves ``job_name`` this task instance's: the job state recorded with it (its identity tags,
-        or this task's own Create), else the identity tags this try knows it was created with."""
-        recorded = run.store.load_or_none()
-        if recorded is not None and recorded.job_name == job_name:
-            return recorded.claim()
-        return OwnerClaim.of_tags(self._progress.identity_tags)
+        or this task's own Create), else the identity tags this try knows it was created with, else tags
+        naming this deployment and task instance."""
+        return job_claim(run.store.load_or_none(), job_name, run.context, self._progress.identity_tags)
 
     def _finishing(self, run: TaskTry, wait_for: WaitFor) -> FinishDecision:
         """Whether the trigger ends this task when the wait is over, or a worker resumes it."""

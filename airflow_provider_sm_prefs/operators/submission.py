@@ -36,6 +36,7 @@ from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, outcome_fr
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import JobStatus, job_status
 from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
+from airflow_provider_sm_prefs.operators.identity import job_claim
 
 if TYPE_CHECKING:
     from airflow_provider_sm_prefs.operators.task_try import TaskTry
@@ -159,7 +160,8 @@ class SubmitOnce:
                 name = previous
             else:
                 status = job_status(self.job_kind, describe)
-                self._prove_ours(previous, state.claim(), describe, "take over")
+                claim = job_claim(state, previous, context)
+                self._prove_ours(previous, claim, describe, "take over")
                 if not cleared:
                     resumed = self._resume_earlier_try(
                         context, state, previous, describe, status, continues_stages
@@ -167,7 +169,7 @@ class SubmitOnce:
                     if resumed is not None:
                         return resumed
                 elif status is JobStatus.IN_PROGRESS:
-                    self._stop_before_rerun(previous, state.claim())
+                    self._stop_before_rerun(previous, claim)
                 submission += 1
                 name = sanitize_job_name(base_name, suffix=f"-r{submission}")
                 self.log.info(

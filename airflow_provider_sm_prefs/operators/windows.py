@@ -38,6 +38,7 @@ from airflow_provider_sm_prefs.domain.windows import (
     stage_suffix,
 )
 from airflow_provider_sm_prefs.hooks.sagemaker import sanitize_job_name, service_now
+from airflow_provider_sm_prefs.operators.identity import job_claim
 from airflow_provider_sm_prefs.operators.submission import JobStart
 from airflow_provider_sm_prefs.recording import TryProgress
 
@@ -170,6 +171,10 @@ class AcceptanceWindows:
         if job_name is not None:
             changes["job_name"] = job_name
         self.store.update(**changes)
+
+    def claim(self, job: str) -> OwnerClaim:
+        """What proves stage job ``job`` this task instance's (the identity tags recorded at its Create)."""
+        return job_claim(self.store.load_or_none(), job, None, self.progress.identity_tags)
 
     def load(self) -> StageState | None:
         """The stage state recorded in the job state (this try resumes after a deferral or a restart)."""
@@ -364,8 +369,7 @@ class AcceptanceWindows:
                 format_duration(record["pending_seconds"]),
                 stage_state.stage + 1,
             )
-            recorded = self.store.load_or_none()
-            self.hook.stop_job(kind, job, recorded.claim() if recorded is not None else OwnerClaim())
+            self.hook.stop_job(kind, job, self.claim(job))
             after = self._settle(job) or describe
             if selected(kind, after)[0]:
                 record["ended"] = StageEnd.STOPPED_AFTER_SELECTION.value

@@ -54,21 +54,17 @@ def no_capacity(name: str) -> dict[str, Any]:
     )
 
 
-@pytest.fixture(scope="module")
-def deployment(airflow: LocalAirflow) -> str:
-    """The deployment id the operators tag with, as the deployment's own processes read it."""
-    code = "from airflow_provider_sm_prefs.operators.identity import deployment_id; print(deployment_id())"
-    return airflow.run_python(code).strip()
+def reconcile(airflow: LocalAirflow, *args: str) -> tuple[int, dict[str, Any]]:
+    """One pass of ``sm-prefs-reconcile --json`` against the deployment; its exit status and report.
 
-
-def reconcile(airflow: LocalAirflow, deployment: str, *args: str) -> tuple[int, dict[str, Any]]:
-    """One pass of ``sm-prefs-reconcile --json`` against the deployment; its exit status and report."""
+    No ``--deployment-id``: the command reads the id the deployment generated when its first task ran (the
+    Airflow Variable ``sm_prefs_deployment_id``) over the REST API, as an operator's cron job would."""
     env = {
         **airflow.env,
         "SM_PREFS_AIRFLOW_API_URL": airflow.api_url,
         "SM_PREFS_AIRFLOW_API_TOKEN": airflow.token(),
     }
-    command = [RECONCILE, "--json", "--aws-conn-id", "aws_default", "--deployment-id", deployment]
+    command = [RECONCILE, "--json", "--aws-conn-id", "aws_default"]
     result = subprocess.run(
         [*command, *args], env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -103,7 +99,7 @@ def stops(airflow: LocalAirflow, name: str) -> int:
 @pytest.mark.core
 @pytest.mark.timeout(600)
 def test_a_task_marked_failed_while_no_triggerer_runs_has_its_job_stopped_by_one_pass(
-    airflow: LocalAirflow, ledger: Ledger, deployment: str
+    airflow: LocalAirflow, ledger: Ledger
 ) -> None:
     started = time.monotonic()
     dag_id = "t_train_complete"
@@ -132,7 +128,7 @@ def test_a_task_marked_failed_while_no_triggerer_runs_has_its_job_stopped_by_one
         assert unattended_jobs(airflow, owners) == [f"{orphan} (task job[-1] is failed)"]
 
         passed = time.monotonic()
-        code, report = reconcile(airflow, deployment, "--stop")
+        code, report = reconcile(airflow, "--stop")
         pass_seconds = time.monotonic() - passed
         assert code == 0, report
         assert report["dry_run"] is False
@@ -144,7 +140,7 @@ def test_a_task_marked_failed_while_no_triggerer_runs_has_its_job_stopped_by_one
         assert (airflow.sm.job(owned)["status"], stops(airflow, owned)) == ("InProgress", 0)
         assert airflow.ti_states(dag_id, runs[owned])["job"] == "deferred"
         # A second pass has nothing left to stop.
-        code, again = reconcile(airflow, deployment)
+        code, again = reconcile(airflow)
         assert (code, again["seen"], again["would_stop"], again["kept"]) == (0, 1, 0, 1), again
     finally:
         airflow.restart("triggerer")
@@ -154,7 +150,7 @@ def test_a_task_marked_failed_while_no_triggerer_runs_has_its_job_stopped_by_one
     wait_for(lambda: triggerers_started(airflow, dag_id, runs[owned]) >= 2, 120, "the restarted triggerer")
     airflow.set_task_state(dag_id, runs[owned], "job", "failed")
     assert airflow.wait_for_run(dag_id, runs[owned], timeout=120) == "failed"
-    code, _ = reconcile(airflow, deployment, "--stop")
+    code, _ = reconcile(airflow, "--stop")
     assert code == 0
     wait_for(lambda: airflow.sm.job(owned)["status"] == "Stopped", 60, "the owned job to reach Stopped")
     finish(
@@ -176,7 +172,7 @@ def test_a_task_marked_failed_while_no_triggerer_runs_has_its_job_stopped_by_one
 
 @pytest.mark.core
 def test_a_task_process_killed_while_it_runs_leaves_no_job_after_one_pass(
-    airflow: LocalAirflow, ledger: Ledger, deployment: str
+    airflow: LocalAirflow, ledger: Ledger
 ) -> None:
     """Airflow 3.0 marks a task whose process died by a signal failed, without retry or failure callback:
     its job runs on until a pass stops it. From 3.1 on the retry reattaches to the job: a pass keeps it."""
@@ -201,7 +197,7 @@ def test_a_task_process_killed_while_it_runs_leaves_no_job_after_one_pass(
         assert airflow.wait_for_run(dag_id, run_id, timeout=120) == "failed"
         assert airflow.task_instance(dag_id, run_id, "job")["try_number"] == 1
         assert unattended_jobs(airflow, owners) == [f"{name} (task job[-1] is failed)"]
-        code, report = reconcile(airflow, deployment, "--stop")
+        code, report = reconcile(airflow, "--stop")
         assert code == 0, report
         assert rows(report) == {name: ("stop", "stopped")}, report["jobs"]
         wait_for(lambda: airflow.sm.job(name)["status"] == "Stopped", 30, "the job to reach Stopped")
@@ -209,7 +205,7 @@ def test_a_task_process_killed_while_it_runs_leaves_no_job_after_one_pass(
     else:
         deferred_on(airflow, dag_id, run_id, "job", 1)  # the retry reattached and waits
         assert airflow.task_instance(dag_id, run_id, "job")["try_number"] == 2
-        code, report = reconcile(airflow, deployment, "--stop")
+        code, report = reconcile(airflow, "--stop")
         assert code == 0, report
         assert rows(report) == {name: ("keep", "")}, report["jobs"]
         assert (airflow.sm.job(name)["status"], stops(airflow, name)) == ("InProgress", 0)

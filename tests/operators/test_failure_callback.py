@@ -21,6 +21,7 @@ from airflow_provider_sm_prefs.callbacks import (
     recorded_job_name,
     with_job_stop,
 )
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, OwnerClaim
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
@@ -44,6 +45,7 @@ class FakeTI:
     """The part of a RuntimeTaskInstance the callback uses; records xcom_pull calls."""
 
     def __init__(self, xcom: dict[str, Any] | None = None, map_index: int = -1) -> None:
+        self.dag_id, self.run_id = "cb_dag", "cb_run"
         self.task_id = "job"
         self.map_index = map_index
         self.xcom = xcom or {}
@@ -78,8 +80,15 @@ def slow_sm(sm: Any) -> Any:
     return sm
 
 
-def create(name: str) -> None:
-    request, prefs = build_request("training", config(name), PREFS, 3600)
+@pytest.fixture(autouse=True)
+def deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "tests")
+
+
+def create(name: str, map_index: int = -1, deployment: str = "tests") -> None:
+    """A job as the task instance FakeTI stands for created it: tagged with its identity (``deployment``)."""
+    tags = AirflowIdentity("cb_dag", "job", "cb_run", map_index, 1, deployment).as_dict()
+    request, prefs = build_request("training", training_config(name, tags=tags), PREFS, 3600)
     SageMakerPreferenceHook(aws_conn_id="aws_default").create_job(JobKind.TRAINING, request, prefs)
 
 
@@ -173,7 +182,7 @@ def test_a_dag_default_callback_keeps_the_stop_on_mapped_tasks() -> None:
 
 
 def test_stops_a_job_still_in_progress_as_the_dag_processor_calls_it(slow_sm: Any) -> None:
-    create("cb-running")
+    create("cb-running", map_index=3)
     ti = FakeTI({XComKey.JOB_NAME.value: "cb-running"}, map_index=3)
     STOP_UNATTENDED_JOB({"task": operator(), "ti": ti, "task_state_store": FakeStore(error=True)})
     assert stops(slow_sm, "cb-running") == 1
@@ -184,7 +193,9 @@ def test_stops_a_job_still_in_progress_as_the_dag_processor_calls_it(slow_sm: An
 def test_leaves_alone_a_job_our_code_already_stopped_or_that_ended(slow_sm: Any) -> None:
     """CapacityTimeoutError stopped its job (Stopping); a failed/completed/stopped job has ended."""
     create("cb-stopped")
-    SageMakerPreferenceHook(aws_conn_id="aws_default").stop_job(JobKind.TRAINING, "cb-stopped")
+    SageMakerPreferenceHook(aws_conn_id="aws_default").stop_job(
+        JobKind.TRAINING, "cb-stopped", OwnerClaim(created=True)
+    )
     STOP_UNATTENDED_JOB({"task": operator(), "ti": FakeTI({XComKey.JOB_NAME.value: "cb-stopped"})})
     assert stops(slow_sm, "cb-stopped") == 1  # only the operator's own stop
 
@@ -209,6 +220,12 @@ def test_falls_back_to_the_state_store_in_the_worker(slow_sm: Any) -> None:
     store = FakeStore({"job_name": "cb-earlier-try", "submission": 1, "kind": "training"})
     STOP_UNATTENDED_JOB({"task": operator(), "ti": FakeTI(), "task_state_store": store})
     assert stops(slow_sm, "cb-earlier-try") == 1
+
+
+def test_never_stops_a_job_of_the_same_name_tagged_by_another_deployment(slow_sm: Any) -> None:
+    create("cb-theirs", deployment="af-theirs")
+    STOP_UNATTENDED_JOB({"task": operator(), "ti": FakeTI({XComKey.JOB_NAME.value: "cb-theirs"})})
+    assert stops(slow_sm, "cb-theirs") == 0 and slow_sm.job("cb-theirs")["status"] == "InProgress"
 
 
 def test_nothing_recorded_means_nothing_to_do() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity
 from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobStateStore
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
@@ -33,8 +34,16 @@ class _Store:
         self.values[key] = value
 
 
-def _killed(sm: Any, monkeypatch: pytest.MonkeyPatch, state: Any, owner_try: int | None) -> str:
-    """Run on_kill of try 1 of job ``nightly`` while the task is ``state``; returns the job's status."""
+def _killed(
+    sm: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    state: Any,
+    owner_try: int | None,
+    deployment: str = "tests",
+) -> str:
+    """Run on_kill of try 1 of job ``nightly`` while the task is ``state``; returns the job's status.
+
+    The job carries the identity tags of task ``d.job`` run ``r`` in ``deployment`` (this one: ``tests``)."""
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
     if isinstance(state, Exception):
@@ -49,15 +58,18 @@ def _killed(sm: Any, monkeypatch: pytest.MonkeyPatch, state: Any, owner_try: int
             return {"r": {"job": state}}
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(get_task_states))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "tests")
     sm.load_scenario({"time_scale": 0, "capacity": {G5: [{"from": 0, "free": 0}]}})
-    request, _ = build_request("training", training_config(InstanceCount=1), [G5], 3600)
+    tags = AirflowIdentity("d", "job", "r", -1, 1, deployment).as_dict()
+    request, _ = build_request("training", training_config(tags=tags, InstanceCount=1), [G5], 3600)
     sm.boto3_client("sagemaker").create_training_job(**request)
     op = SageMakerPreferenceTrainingOperator(
         task_id="job", config=training_config(InstanceCount=1), instance_preferences=[G5]
     )
     op._progress.job_name = "nightly"
     ti = SimpleNamespace(dag_id="d", task_id="job", run_id="r", map_index=-1, try_number=1)
-    record = {"job_name": "nightly", "try_number": owner_try} if owner_try else None
+    ours = AirflowIdentity("d", "job", "r", -1, 1, "tests").as_dict()  # what this task recorded at Create
+    record = {"job_name": "nightly", "try_number": owner_try, "identity_tags": ours} if owner_try else None
     op._try = TaskTry({"ti": ti}, JobStateStore(_Store(record)))
     op.on_kill()
     return str(sm.job("nightly")["status"])
@@ -111,3 +123,13 @@ def test_stop_job_on_kill_false_never_stops(sm: Any, monkeypatch: pytest.MonkeyP
     op._progress.job_name = "nightly"
     op.on_kill()
     assert sm.job("nightly")["status"] == "InProgress"
+
+
+@pytest.mark.parametrize("owner_try", [1, None], ids=["recorded", "nothing-recorded"])
+def test_a_job_of_the_same_name_tagged_by_another_deployment_is_never_stopped(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, owner_try: int | None
+) -> None:
+    # The task ended (failed): on_kill would stop its job, but the job's tags, read right before the stop,
+    # name another deployment's task instance.
+    assert _killed(sm, monkeypatch, "failed", owner_try=owner_try, deployment="af-theirs") == "InProgress"
+    assert sm.stats()["jobs"]["nightly"].get("StopTrainingJob", 0) == 0

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_sm_prefs.domain.exceptions import CapacityTimeoutError
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, IdentityKey
 from airflow_provider_sm_prefs.domain.job_state import STATE_KEY, JobState
 from airflow_provider_sm_prefs.operators.submission import beyond_retries
 from tests.operators.test_dag_runs import training_config
@@ -56,14 +57,29 @@ class _Store:
         self.values[key] = value
 
 
+#: The identity tags task ``d.job`` run ``r`` recorded (and its Create carried) in this deployment.
+OURS = AirflowIdentity("d", "job", "r", -1, 1, "tests").as_dict()
+
+
+@pytest.fixture(autouse=True)
+def deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "tests")
+
+
 def _try(try_number: int, max_tries: int, recorded_max_tries: int) -> dict[str, Any]:
     from types import SimpleNamespace
 
-    record = {"job_name": "nightly", "submission": 1, "kind": "training", "max_tries": recorded_max_tries}
-    return {
-        "ti": SimpleNamespace(try_number=try_number, max_tries=max_tries),
-        "task_state_store": _Store(record),
+    record = {
+        "job_name": "nightly",
+        "submission": 1,
+        "kind": "training",
+        "max_tries": recorded_max_tries,
+        "identity_tags": OURS,
     }
+    ti = SimpleNamespace(
+        dag_id="d", task_id="job", run_id="r", map_index=-1, try_number=try_number, max_tries=max_tries
+    )
+    return {"ti": ti, "task_state_store": _Store(record)}
 
 
 def _operator() -> Any:
@@ -94,7 +110,7 @@ def _create_and_stop(sm: Any, pending_limit: int) -> None:
 
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
     request, _ = build_request(
-        "training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], pending_limit
+        "training", training_config(tags=OURS, InstanceCount=1), ["ml.g5.48xlarge"], pending_limit
     )
     client = sm.boto3_client("sagemaker")
     client.create_training_job(**request)
@@ -137,7 +153,32 @@ def test_a_try_past_the_retries_reattaches_to_a_running_job(sm: Any) -> None:
     from airflow_provider_sm_prefs.domain.preferences import build_request
 
     sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
-    request, _ = build_request("training", training_config(InstanceCount=1), ["ml.g5.48xlarge"], 3600)
+    request, _ = build_request(
+        "training", training_config(tags=OURS, InstanceCount=1), ["ml.g5.48xlarge"], 3600
+    )
     sm.boto3_client("sagemaker").create_training_job(**request)
     name, describe = _name_this_try(_try(2, 0, 0))
     assert name == "nightly" and describe is not None and describe["TrainingJobStatus"] == "InProgress"
+
+
+@pytest.mark.parametrize("cleared", [False, True], ids=["retry", "clear"])
+def test_a_retry_never_takes_over_or_stops_a_recorded_name_now_held_by_another_owner(
+    sm: Any, cleared: bool
+) -> None:
+    """Try 1 recorded ``nightly``, but its Create lost to another deployment's job of that name: try 2 neither
+    reattaches to that job nor, after a clear, stops it."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_sm_prefs.domain.preferences import build_request
+
+    theirs = {**OURS, IdentityKey.DEPLOYMENT.value: "af-theirs"}
+    sm.load_scenario({"time_scale": 0, "capacity": {"ml.g5.48xlarge": [{"from": 0, "free": 0}]}})
+    request, _ = build_request(
+        "training", training_config(tags=theirs, InstanceCount=1), ["ml.g5.48xlarge"], 3600
+    )
+    sm.boto3_client("sagemaker").create_training_job(**request)
+    context = _try(try_number=2, max_tries=2 if cleared else 1, recorded_max_tries=1)
+    with pytest.raises(AirflowFailException, match="Refusing to take over 'nightly'.*af-theirs"):
+        _name_this_try(context)
+    assert sm.job("nightly")["status"] == "InProgress"
+    assert sm.stats()["jobs"]["nightly"].get("StopTrainingJob", 0) == 0

@@ -41,6 +41,10 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
             "guardrails": None,
             "identity_tags": {"sm-prefs:dag-id": "d"},
         },
+        "owner": {
+            "tags": {"sm-prefs:deployment": "af-0123456789abcdef", "sm-prefs:dag-id": "d"},
+            "created": True,
+        },
     }
     # The earlier names are read, never written: serialize() returns each argument under its name.
     params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self", *RENAMED_KWARGS}
