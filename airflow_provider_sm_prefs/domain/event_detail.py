@@ -8,6 +8,14 @@ seen yet (nothing to compare with), an event older than or the same as what it s
 order, duplicated), a detail that skips a step back in the order of progress, or one missing fields.
 Events that show no change worth a look wake nobody, as before; they only move what the wait has seen.
 
+**Only SageMaker's own event about this job stands in for a Describe.** A queue message is what anyone
+allowed to send to the queue made it; an event bus may also carry other accounts' and regions' events,
+whose jobs may share a name with ours. So a detail settles a wait alone only when the envelope's
+``account`` and ``region`` and its ``resources`` name the job the wait knows from SageMaker itself (the
+ARN of a Describe or a List summary: :class:`EventOrigin`), and the detail's own ARN is that ARN too.
+Any other event is a hint: it costs one Describe, whose answer decides, and it moves nothing the wait
+has seen.
+
 :func:`weigh_event` decides; it returns one of :class:`NoNews`, :class:`Settled` or :class:`Confirm`.
 """
 
@@ -34,10 +42,12 @@ from airflow_provider_sm_prefs.domain.status import (
 
 __all__ = [
     "Confirm",
+    "EventOrigin",
     "EventWeight",
     "NoNews",
     "Settled",
     "describe_of_detail",
+    "foreign_reason",
     "missing_fields",
     "weigh_event",
 ]
@@ -71,6 +81,56 @@ class Confirm:
 
 
 EventWeight = NoNews | Settled | Confirm
+
+
+@dataclass(frozen=True)
+class EventOrigin:
+    """Where an event's EventBridge envelope says it comes from.
+
+    :param account: the envelope's ``account``.
+    :param region: the envelope's ``region``.
+    :param resources: the envelope's ``resources`` (SageMaker names the job's ARN there).
+    """
+
+    account: str
+    region: str
+    resources: tuple[str, ...] = ()
+
+
+def _arn_parts(arn: str) -> tuple[str, str] | None:
+    """``(region, account)`` of an ARN, None if it is not one."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn" or not parts[3] or not parts[4]:
+        return None
+    return parts[3], parts[4]
+
+
+def foreign_reason(
+    kind: JobKind, detail: Mapping[str, Any], origin: EventOrigin | None, job_arn: str | None
+) -> str | None:
+    """Why an event cannot be taken as SageMaker's own about the job whose ARN is ``job_arn``; None
+    when its account, region and resource all match that job.
+
+    :param job_arn: the job's ARN as SageMaker itself answered it (a Describe, a List summary); never
+        one read from an event.
+    """
+    if not job_arn:
+        return "the job's ARN is not known yet"
+    where = _arn_parts(job_arn)
+    if where is None:
+        return f"the job's ARN {job_arn!r} cannot be read"
+    if origin is None:
+        return "the event names no account, region or resource"
+    region, account = where
+    if origin.account != account:
+        return f"the event's account {origin.account!r} is not the job's {account!r}"
+    if origin.region != region:
+        return f"the event's region {origin.region!r} is not the job's {region!r}"
+    if job_arn not in origin.resources:
+        return f"the event's resources do not name {job_arn}"
+    if detail.get(kind.spec.arn_field) != job_arn:
+        return f"the detail's {kind.spec.arn_field} is not {job_arn}"
+    return None
 
 
 def describe_of_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,14 +193,24 @@ def missing_fields(kind: JobKind, describe: Mapping[str, Any], phase: Phase) -> 
 
 
 def weigh_event(
-    kind: JobKind, wait_for: WaitFor | str, detail: Mapping[str, Any], seen: JobStamp | None
+    kind: JobKind,
+    wait_for: WaitFor | str,
+    detail: Mapping[str, Any],
+    seen: JobStamp | None,
+    *,
+    origin: EventOrigin | None,
+    job_arn: str | None,
 ) -> EventWeight:
     """What an event about the waited-for job means to the wait, given the newest view it has ``seen``.
 
     :param detail: the event's detail, as it came (timestamps in epoch milliseconds).
     :param seen: the newest view of the job the wait has seen (a Describe, a List summary, an earlier
         event), None if none yet.
+    :param origin: the event's envelope (account, region, resources); None when it had none.
+    :param job_arn: the job's ARN as SageMaker answered it: unless the event's origin and detail name
+        it (:func:`foreign_reason`), the event can only ask for a Describe.
     """
+    foreign = foreign_reason(kind, detail, origin, job_arn)
     describe = describe_of_detail(detail)
     try:
         JobStatus(describe.get(kind.spec.status_field))
@@ -152,7 +222,11 @@ def weigh_event(
     except (TypeError, ValueError):
         return Confirm("the detail's LastModifiedTime cannot be read")
     if not worth_a_look(phase, wait_for):
+        if foreign is not None:
+            return NoNews(seen)  # what it claims is nobody's word: the wait's view stays its own
         return NoNews(stamp if seen is None or stamp.against(seen) is Order.NEWER else seen)
+    if foreign is not None:
+        return Confirm(f"the event may not be SageMaker's about this job: {foreign}")
     if seen is None:
         return Confirm("the wait has not seen the job yet")
     order = stamp.against(seen)
