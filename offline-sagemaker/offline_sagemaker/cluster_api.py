@@ -38,7 +38,8 @@ Handler = Callable[[dict[str, Any], float], dict[str, Any]]
 DEFAULT_MAX_RESULTS = 10
 #: Request fields DescribeCluster echoes as they were given.
 _CLUSTER_ECHO = ("VpcConfig", "Orchestrator", "NodeRecovery", "TieredStorageConfig", "ClusterRole")
-#: Group fields DescribeCluster echoes as they were given.
+#: Group fields DescribeCluster echoes as they were given (``ClusterInstanceGroupDetails`` has them under
+#: the same name and shape).
 _GROUP_ECHO = (
     "ExecutionRole",
     "LifeCycleConfig",
@@ -48,7 +49,23 @@ _GROUP_ECHO = (
     "OverrideVpcConfig",
     "ScheduledUpdateConfig",
     "CapacityRequirements",
+    "TrainingPlanArn",
+    "SlurmConfig",
+    "NetworkInterface",
 )
+#: Group fields DescribeCluster reports as the settings in force and the ones an update heads for: the
+#: request's field → (its ``Current...``, its ``Desired...`` name). Nested ones are under their structure.
+_GROUP_CURRENT_DESIRED = {
+    "ImageId": ("CurrentImageId", "DesiredImageId"),
+    "ImageReleaseVersion": ("CurrentImageReleaseVersion", "DesiredImageReleaseVersion"),
+}
+_NESTED_CURRENT_DESIRED = {
+    "KubernetesConfig": {
+        "Labels": ("CurrentLabels", "DesiredLabels"),
+        "Taints": ("CurrentTaints", "DesiredTaints"),
+    },
+    "AutoPatchConfig": {"PatchSchedule": ("CurrentPatchSchedule", "DesiredPatchSchedule")},
+}
 _NODE_MESSAGES = {
     NodeStatus.PENDING: "Provisioning the instance",
     NodeStatus.RUNNING: "The instance is running",
@@ -211,8 +228,13 @@ class ClusterApi:
         contains = params.get("NameContains")
         if contains:
             clusters = [c for c in clusters if str(contains).lower() in c.name.lower()]
-        if params.get("TrainingPlanArn"):
-            clusters = []  # no cluster group draws from a training plan here
+        plan = params.get("TrainingPlanArn")
+        if plan:  # clusters with a group that names the plan (its nodes still draw On-Demand capacity here)
+            clusters = [
+                c
+                for c in clusters
+                if any(g.spec.request.get("TrainingPlanArn") == plan for g in c.groups.values())
+            ]
         by_name = params.get("SortBy") == "NAME"
         clusters.sort(key=lambda c: (c.name, c.seq) if by_name else (c.created_at, c.seq))
         if params.get("SortOrder") == "Descending":
@@ -301,9 +323,7 @@ def _group_details(group: InstanceGroup) -> dict[str, Any]:
     }
     if spec.min_count is not None:
         out["MinCount"] = spec.min_count
-    for key in _GROUP_ECHO:
-        if key in spec.request:
-            out[key] = spec.request[key]
+    out.update(_echoed(spec.request))
     if spec.flexible:
         current = group.previous.types if group.updating and group.previous is not None else spec.types
         out["InstanceRequirements"] = {
@@ -324,6 +344,27 @@ def _group_details(group: InstanceGroup) -> dict[str, Any]:
         out["InstanceType"] = spec.types[0]
     if _scaling(group):
         out["ActiveOperations"] = {"Scaling": 1}
+    return out
+
+
+def _echoed(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The group's requested fields as ``ClusterInstanceGroupDetails`` names them.
+
+    The emulator applies a group's settings at once: the settings in force (``Current...``) are the ones
+    asked for (``Desired...``).
+    """
+    out = {key: request[key] for key in _GROUP_ECHO if key in request}
+    for key, names in _GROUP_CURRENT_DESIRED.items():
+        if key in request:
+            out.update(dict.fromkeys(names, request[key]))
+    for key, members in _NESTED_CURRENT_DESIRED.items():
+        given = request.get(key)
+        if isinstance(given, Mapping):
+            details = {k: v for k, v in given.items() if k not in members}
+            for member, names in members.items():
+                if member in given:
+                    details.update(dict.fromkeys(names, given[member]))
+            out[key] = details
     return out
 
 

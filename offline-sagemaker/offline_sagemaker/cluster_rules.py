@@ -141,11 +141,6 @@ def _group_spec(group: Mapping[str, Any], index: int) -> GroupSpec:
             f"{where}.MinInstanceCount: {min_count} is greater than InstanceCount ({count}); the minimum "
             "must not exceed the target"
         )
-    if group.get("TrainingPlanArn") is not None:
-        raise ValidationError(
-            f"{where}.TrainingPlanArn: the offline SageMaker does not emulate training-plan capacity for "
-            "cluster instance groups; leave it out to draw On-Demand capacity"
-        )
     return GroupSpec(
         name=group["InstanceGroupName"],
         types=tuple(types),

@@ -14,6 +14,10 @@ scenario capacity, and waiting groups and waiting jobs are served in one FIFO or
   reach its new target, else it rolls back to its previous settings.
 - Nodes leave through ``ShuttingDown`` (``clusters.node_shutdown_seconds``) and return their instance
   when gone: scale-down, BatchDeleteClusterNodes, InstanceGroupsToDelete, DeleteCluster, rollback.
+- An UpdateCluster group specification replaces the group's settings whole: a field the update leaves
+  out (``TrainingPlanArn``, ``OverrideVpcConfig``...) is gone from the group afterwards. AWS does not
+  document what leaving one out does; this is the reading under which a client that drops a field is
+  seen to.
 """
 
 from __future__ import annotations

@@ -355,6 +355,69 @@ def test_list_clusters_and_cluster_events(hp: OfflineSageMaker, client: Any) -> 
     )
 
 
+PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly"
+VPC = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
+#: A group's optional fields as CreateCluster takes them, and as DescribeCluster reports them.
+GROUP_FIELDS: dict[str, Any] = {
+    "TrainingPlanArn": PLAN,
+    "OverrideVpcConfig": VPC,
+    "OnStartDeepHealthChecks": ["InstanceStress"],
+    "ImageId": "ami-0123456789abcdef0",
+    "KubernetesConfig": {
+        "Labels": {"team": "ml"},
+        "Taints": [{"Key": "gpu", "Value": "yes", "Effect": "NoSchedule"}],
+    },
+    "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["gpu"]},
+    "CapacityRequirements": {"OnDemand": {}},
+    "NetworkInterface": {"InterfaceType": "efa"},
+}
+DESCRIBED_FIELDS: dict[str, Any] = {
+    "TrainingPlanArn": PLAN,
+    "OverrideVpcConfig": VPC,
+    "OnStartDeepHealthChecks": ["InstanceStress"],
+    "CurrentImageId": "ami-0123456789abcdef0",
+    "DesiredImageId": "ami-0123456789abcdef0",
+    "KubernetesConfig": {
+        "CurrentLabels": {"team": "ml"},
+        "DesiredLabels": {"team": "ml"},
+        "CurrentTaints": [{"Key": "gpu", "Value": "yes", "Effect": "NoSchedule"}],
+        "DesiredTaints": [{"Key": "gpu", "Value": "yes", "Effect": "NoSchedule"}],
+    },
+    "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["gpu"]},
+    "CapacityRequirements": {"OnDemand": {}},
+    "NetworkInterface": {"InterfaceType": "efa"},
+}
+
+
+def test_a_groups_fields_are_kept_and_described_in_describes_shape(hp: OfflineSageMaker, client: Any) -> None:
+    client.create_cluster(ClusterName="kept", InstanceGroups=[group("g", 1, [G5], **GROUP_FIELDS)])
+    described = groups_of(client, "kept")["g"]
+    assert {k: described.get(k) for k in DESCRIBED_FIELDS} == DESCRIBED_FIELDS
+    conforms(
+        raw(hp, "DescribeCluster", {"ClusterName": "kept"}),
+        output_shape("DescribeCluster"),
+        "DescribeCluster",
+    )
+    # ListClusters' TrainingPlanArn filter finds the clusters with a group on the plan.
+    client.create_cluster(ClusterName="other", InstanceGroups=[group("g", 1, [G5])])
+    on_plan = client.list_clusters(TrainingPlanArn=PLAN)["ClusterSummaries"]
+    assert [c["ClusterName"] for c in on_plan] == ["kept"]
+    hp.advance(PROVISION)
+    # An update that sends the fields again keeps them.
+    client.update_cluster(ClusterName="kept", InstanceGroups=[group("g", 2, [G5], **GROUP_FIELDS)])
+    assert {k: groups_of(client, "kept")["g"].get(k) for k in DESCRIBED_FIELDS} == DESCRIBED_FIELDS
+
+
+def test_an_update_that_leaves_a_field_out_drops_it(hp: OfflineSageMaker, client: Any) -> None:
+    """AWS does not document what an update without a group's field does; the emulator drops it, the
+    reading under which a client that forgets a field is seen to."""
+    client.create_cluster(ClusterName="drop", InstanceGroups=[group("g", 1, [G5], **GROUP_FIELDS)])
+    hp.advance(PROVISION)
+    client.update_cluster(ClusterName="drop", InstanceGroups=[group("g", 2, [G5])])
+    described = groups_of(client, "drop")["g"]
+    assert [k for k in DESCRIBED_FIELDS if k in described] == []
+
+
 @pytest.mark.usefixtures("hp")
 def test_tags_on_a_cluster_arn(client: Any) -> None:
     arn = client.create_cluster(
