@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import botocore.session
 import pytest
+from botocore.model import Shape
+from botocore.validate import ParamValidator
 
-from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain import hyperpod_update
+from airflow_provider_sm_prefs.domain.exceptions import ClusterConfigError, InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.domain.hyperpod import (
     ANNOUNCED_TYPES,
+    CONTINUOUS_MAX_PENDING_SECONDS,
+    MIN_COUNT_DEADLINE_SECONDS,
     FlexibleGroup,
     GroupPhase,
     group_progress,
+    pending_bound,
+    provisions_continuously,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
     GroupOutcome,
@@ -20,10 +28,10 @@ from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
     group_outcome,
     type_counts,
 )
+from airflow_provider_sm_prefs.hooks.hyperpod import scale_specification
 
-CLUSTER_TYPES = frozenset(
-    botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterInstanceType").enum
-)
+MODEL = botocore.session.get_session().get_service_model("sagemaker")
+CLUSTER_TYPES = frozenset(MODEL.shape_for("ClusterInstanceType").enum)
 LIST = ["ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"]
 
 
@@ -180,3 +188,180 @@ def test_an_unpriced_type_leaves_the_mix_cost_unknown() -> None:
     details = {"InstanceTypeDetails": [{"InstanceType": "ml.p4d.24xlarge", "CurrentCount": 1}]}
     outcome = group_outcome("night", _group(), details, GroupPhase.REACHED_TARGET, None, None, {})
     assert outcome.hourly_cost is None and outcome.seconds_to_in_service is None
+
+
+# -- what a scale of an existing group carries -----------------------------------------------------------
+
+PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly"
+VPC = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
+TAINT = {"Key": "gpu", "Value": "yes", "Effect": "NoSchedule"}
+
+
+def _existing(**fields: object) -> dict[str, Any]:
+    """A DescribeCluster answer with the group as it stands: read-only fields, and ``fields``."""
+    group: dict[str, Any] = {
+        "InstanceGroupName": "gpu-workers",
+        "CurrentCount": 2,
+        "TargetCount": 2,
+        "MinCount": 1,
+        "Status": "InService",
+        "InstanceRequirements": {"CurrentInstanceTypes": LIST, "DesiredInstanceTypes": LIST},
+        "InstanceTypeDetails": [{"InstanceType": LIST[0], "CurrentCount": 2, "ThreadsPerCore": 1}],
+        "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod",
+        **fields,
+    }
+    return {"ClusterName": "night", "ClusterStatus": "InService", "InstanceGroups": [group]}
+
+
+def _update_problems(spec: dict[str, Any]) -> str:
+    """What botocore's own validation says of an UpdateCluster carrying ``spec`` ('' when valid)."""
+    report = ParamValidator().validate(
+        {"ClusterName": "night", "InstanceGroups": [spec]}, MODEL.operation_model("UpdateCluster").input_shape
+    )
+    return report.generate_report()
+
+
+def test_a_scale_carries_each_field_the_group_has_and_changes_only_the_list_and_the_count() -> None:
+    spec_members = set(MODEL.shape_for("ClusterInstanceGroupSpecification").members)
+    # The fields named by the finding, as the installed botocore's specification has them.
+    named = {
+        "TrainingPlanArn",
+        "OverrideVpcConfig",
+        "OnStartDeepHealthChecks",
+        "ImageId",
+        "KubernetesConfig",
+        "SlurmConfig",
+        "CapacityRequirements",
+        "NetworkInterface",
+    }
+    assert named <= spec_members
+    cluster = _existing(
+        TrainingPlanArn=PLAN,
+        TrainingPlanStatus="Active",
+        OverrideVpcConfig=VPC,
+        OnStartDeepHealthChecks=["InstanceStress", "InstanceConnectivity"],
+        CurrentImageId="ami-0aaaaaaaaaaaaaaa1",
+        DesiredImageId="ami-0bbbbbbbbbbbbbbb2",
+        ImageVersionStatus="Updating",
+        KubernetesConfig={
+            "CurrentLabels": {"team": "old"},
+            "DesiredLabels": {"team": "ml"},
+            "CurrentTaints": [TAINT],
+        },
+        SlurmConfig={"NodeType": "Compute", "PartitionNames": ["gpu"]},
+        CapacityRequirements={"Spot": {}},
+        NetworkInterface={"InterfaceType": "efa-only"},
+        LifeCycleConfig={"SourceS3Uri": "s3://b/l", "OnCreate": "on_create.sh"},
+        ThreadsPerCore=2,
+        ActiveOperations={"Scaling": 1},
+    )
+    spec = scale_specification(_group(min_instance_count=None), cluster)
+    assert spec == {
+        "InstanceGroupName": "gpu-workers",
+        "InstanceRequirements": {"InstanceTypes": LIST},  # the task's
+        "InstanceCount": 8,  # the task's
+        "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod",
+        "TrainingPlanArn": PLAN,
+        "OverrideVpcConfig": VPC,
+        "OnStartDeepHealthChecks": ["InstanceStress", "InstanceConnectivity"],
+        "ImageId": "ami-0bbbbbbbbbbbbbbb2",  # Describe's DesiredImageId: an image update under way goes on
+        "KubernetesConfig": {"Labels": {"team": "ml"}, "Taints": [TAINT]},  # Desired..., else Current...
+        "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["gpu"]},
+        "CapacityRequirements": {"Spot": {}},
+        "NetworkInterface": {"InterfaceType": "efa-only"},
+        "LifeCycleConfig": {"SourceS3Uri": "s3://b/l", "OnCreate": "on_create.sh"},
+        "ThreadsPerCore": 2,
+    }
+    assert _update_problems(spec) == ""
+
+
+def test_what_the_task_gives_wins_over_what_the_group_has() -> None:
+    cluster = _existing(TrainingPlanArn=PLAN, ThreadsPerCore=2, MinCount=6)
+    group = _group(extra={"ThreadsPerCore": 1}, execution_role="arn:aws:iam::123456789012:role/other")
+    spec = scale_specification(group, cluster, count=3)
+    assert (spec["ThreadsPerCore"], spec["ExecutionRole"]) == (1, "arn:aws:iam::123456789012:role/other")
+    assert spec["InstanceCount"] == 3 and "MinInstanceCount" not in spec  # the old MinCount is not carried
+    assert spec["TrainingPlanArn"] == PLAN
+
+
+def _example(shape: Shape, depth: int = 0) -> Any:
+    """A value of ``shape`` with every member set (what a DescribeCluster answer may hold)."""
+    if shape.type_name == "structure":
+        members = list(shape.members.items())
+        if getattr(shape, "is_tagged_union", False):
+            members = members[:1]  # a union takes one member
+        return {} if depth > 6 else {n: _example(m, depth + 1) for n, m in members}
+    if shape.type_name == "list":
+        return [_example(shape.member, depth + 1)]  # type: ignore[attr-defined]
+    if shape.type_name == "map":
+        return {"key": _example(shape.value, depth + 1)}  # type: ignore[attr-defined]
+    if shape.type_name == "string":
+        if shape.enum:  # type: ignore[attr-defined]
+            return shape.enum[0]  # type: ignore[attr-defined]
+        low, high = int(shape.metadata.get("min", 0)), int(shape.metadata.get("max", 2048))
+        return f"{shape.name}-value".ljust(low, "x")[:high]
+    if shape.type_name == "boolean":
+        return True
+    if shape.type_name == "timestamp":
+        return datetime(2026, 12, 3, tzinfo=timezone.utc)
+    if shape.type_name in ("integer", "long"):
+        return max(1, int(shape.metadata.get("min", 1)))
+    return 1.5
+
+
+def test_every_field_the_specification_and_describe_share_is_carried_from_botocore_s_model() -> None:
+    """Driven by the installed botocore: a field a later botocore adds to both shapes is carried as well."""
+    details_shape = MODEL.shape_for("ClusterInstanceGroupDetails")
+    spec_shape = MODEL.shape_for("ClusterInstanceGroupSpecification")
+    details = _example(details_shape)
+    details["InstanceGroupName"] = "gpu-workers"
+    details.pop("InstanceType")  # a flexible group has a list, not one type
+    cluster = {"ClusterName": "night", "InstanceGroups": [details]}
+    spec = scale_specification(_group(execution_role=None), cluster)
+    shared = [
+        name
+        for name, member in spec_shape.members.items()
+        if name not in hyperpod_update.TASK_FIELDS
+        and name in details_shape.members
+        and details_shape.members[name].name == member.name  # the same shape under the same name
+    ]
+    assert shared  # the test proves something only if the two shapes share fields
+    for name in shared:
+        assert spec.get(name) == details[name], name
+    # Every specification field the task does not own is sent, the renamed ones included...
+    owned = hyperpod_update.TASK_FIELDS
+    assert sorted(n for n in spec_shape.members if n not in owned and n not in spec) == []
+    # ...and nothing that only Describe has: botocore itself accepts the update.
+    assert _update_problems(spec) == ""
+
+
+def test_every_specification_field_has_a_describe_source_in_the_installed_botocore() -> None:
+    assert hyperpod_update.uncarried_members() == []
+
+
+def test_a_renamed_field_without_a_source_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = dict(hyperpod_update.DESCRIBE_SOURCES)
+    del sources[("KubernetesConfig", "Labels")]
+    monkeypatch.setattr(hyperpod_update, "DESCRIBE_SOURCES", sources)
+    assert hyperpod_update.uncarried_members() == ["KubernetesConfig.Labels"]
+
+
+def test_a_list_is_never_put_on_a_group_of_one_fixed_instance_type() -> None:
+    cluster = _existing(InstanceType="ml.p5.48xlarge")
+    group = cluster["InstanceGroups"][0]
+    del group["InstanceRequirements"], group["InstanceTypeDetails"]
+    with pytest.raises(ClusterConfigError) as caught:
+        scale_specification(_group(), cluster)
+    message = str(caught.value)
+    assert (caught.value.cluster_name, caught.value.group_name) == ("night", "gpu-workers")
+    assert "fixed InstanceType (ml.p5.48xlarge)" in message and "AWS documents no conversion" in message
+    assert "Give group_name a new group" in message
+
+
+def test_continuous_mode_bounds_a_wait_without_max_pending_by_three_hours() -> None:
+    assert provisions_continuously({"NodeProvisioningMode": "Continuous"})
+    assert not provisions_continuously({}) and not provisions_continuously(None)
+    assert CONTINUOUS_MAX_PENDING_SECONDS == MIN_COUNT_DEADLINE_SECONDS == 10800
+    assert pending_bound(None, continuous=True) == 10800.0
+    assert pending_bound(None, continuous=False) is None  # HyperPod's own rule bounds it
+    assert pending_bound(600.0, continuous=True) == 600.0

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
+from airflow_provider_sm_prefs.domain.exceptions import ClusterConfigError, InvalidInstancePreferencesError
 
 #: ``ClusterInstanceRequirements.InstanceTypes``: 1 to 20 types.
 MAX_GROUP_TYPES = 20
@@ -28,6 +28,12 @@ MAX_GROUP_TYPES = 20
 MAX_GROUP_INSTANCES = 6758
 #: A group that has not reached ``MinInstanceCount`` within this long rolls back.
 MIN_COUNT_DEADLINE_SECONDS = 3 * 3600
+#: ``NodeProvisioningMode`` (CreateCluster, UpdateCluster, DescribeCluster): its one value.
+CONTINUOUS = "Continuous"
+#: The wait of a task without ``max_pending`` in Continuous mode, where HyperPod retries failed
+#: provisioning without end and never rolls an unmet scale-up back: the same three hours the rule gives
+#: a group outside that mode.
+CONTINUOUS_MAX_PENDING_SECONDS = MIN_COUNT_DEADLINE_SECONDS
 #: ``InstanceGroupName`` and ``ClusterName``: 1 to 63 characters, letters, digits and inner hyphens.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: The types AWS's announcement lists for HyperPod flexible groups (the API's enum allows many more).
@@ -259,6 +265,44 @@ def find_group(describe_cluster: Mapping[str, Any], group_name: str) -> Mapping[
         if isinstance(group, Mapping) and group.get("InstanceGroupName") == group_name:
             return dict(group)
     return None
+
+
+def check_flexible(cluster_name: str, group: Mapping[str, Any]) -> None:
+    """Refuse to put a list on an existing group of one fixed ``InstanceType``, before any update.
+
+    ``InstanceType`` and ``InstanceRequirements`` are mutually exclusive in a group's specification, and
+    AWS documents no way to turn a group of the one into a group of the other.
+
+    :param group: the group's ``ClusterInstanceGroupDetails`` from DescribeCluster.
+    :raises ClusterConfigError: naming the cluster, the group, its type and the fix.
+    """
+    fixed = group.get("InstanceType")
+    if not fixed or group.get("InstanceRequirements"):
+        return
+    name = group.get("InstanceGroupName")
+    raise ClusterConfigError(
+        cluster_name,
+        str(name),
+        str(group.get("Status") or "FixedInstanceType"),
+        f"instance group {name} of cluster {cluster_name} was created with one fixed InstanceType "
+        f"({fixed}), not an InstanceRequirements list, and AWS documents no conversion from one to the "
+        "other; nothing was sent. Give group_name a new group to create a flexible group beside it, or "
+        "scale this group with its own InstanceType outside this operator",
+    )
+
+
+def provisions_continuously(cluster: Mapping[str, Any] | None) -> bool:
+    """Whether a DescribeCluster answer (or a CreateCluster request) has ``NodeProvisioningMode:
+    Continuous``: HyperPod then retries without end and rolls no unmet scale-up back."""
+    return cluster is not None and cluster.get("NodeProvisioningMode") == CONTINUOUS
+
+
+def pending_bound(max_pending_seconds: float | None, continuous: bool) -> float | None:
+    """The wait's bound: the task's ``max_pending``; without one, HyperPod's three-hour rule outside
+    Continuous mode (no client-side bound), :data:`CONTINUOUS_MAX_PENDING_SECONDS` in it."""
+    if max_pending_seconds is None and continuous:
+        return float(CONTINUOUS_MAX_PENDING_SECONDS)
+    return max_pending_seconds
 
 
 def listed_types(group: Mapping[str, Any]) -> tuple[str, ...]:

@@ -173,3 +173,15 @@ def cluster_instance_types() -> frozenset[str]:
     Read from the model on first use: a HyperPod task checks its list at run time, never at DAG parse.
     """
     return frozenset(_service_model()["shapes"]["ClusterInstanceType"]["enum"])
+
+
+@cache
+def shape(name: str) -> dict[str, Any]:
+    """One shape of botocore's SageMaker model, as its JSON gives it (``type``, ``members``, ``member``...).
+
+    Read from the model on first use, like :func:`cluster_instance_types`: HyperPod tasks ask at run time.
+
+    :raises KeyError: if the installed model has no shape of that name.
+    """
+    found: dict[str, Any] = _service_model()["shapes"][name]
+    return found

@@ -14,7 +14,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.exceptions import ClusterConfigError, ClusterQuotaError
-from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, find_group
+from airflow_provider_sm_prefs.domain.hyperpod import FlexibleGroup, check_flexible, find_group
+from airflow_provider_sm_prefs.domain.hyperpod_update import carried_fields
 from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message, retry_sync
 
@@ -28,17 +29,22 @@ def scale_specification(
 ) -> dict[str, Any]:
     """The group's specification for UpdateCluster (``count`` overrides its count, and drops the minimum).
 
-    Fields a specification needs but the task did not give (``ExecutionRole``, ``LifeCycleConfig``...) are
-    taken from the existing group, so a scale never changes what the task did not name.
+    An existing group keeps every field the task does not name: each ``ClusterInstanceGroupSpecification``
+    field the group has in DescribeCluster is sent back as it is (:func:`.hyperpod_update.carried_fields`),
+    because AWS does not document what an update that leaves one out does. Only the list, the count and
+    the minimum are the task's; ``group_config`` and ``execution_role`` win over the group's own.
+
+    :raises ClusterConfigError: if the existing group has one fixed ``InstanceType`` (nothing is sent).
     """
     spec = group.specification()
     if count is not None:
         spec["InstanceCount"] = count
         spec.pop("MinInstanceCount", None)
-    current = find_group(cluster, group.group_name) or {}
-    for inherited in ("ExecutionRole", "LifeCycleConfig", "ThreadsPerCore", "InstanceStorageConfigs"):
-        if inherited not in spec and current.get(inherited) is not None:
-            spec[inherited] = current[inherited]
+    current = find_group(cluster, group.group_name)
+    if current is not None:
+        check_flexible(str(cluster.get("ClusterName") or ""), current)
+        for name, value in carried_fields(current).items():
+            spec.setdefault(name, value)
     return spec
 
 

@@ -26,7 +26,10 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     FlexibleGroup,
     GroupPhase,
     GroupRequest,
+    check_flexible,
     find_group,
+    pending_bound,
+    provisions_continuously,
     took_effect,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
@@ -66,10 +69,15 @@ def seconds_of(value: Any, name: str) -> float | None:
 
 @dataclass(frozen=True)
 class Wait:
-    """Submission's decision: wait for ``request`` (just made, or an earlier try's that took effect)."""
+    """Submission's decision: wait for ``request`` (just made, or an earlier try's that took effect).
+
+    ``continuous``: the cluster provisions in ``NodeProvisioningMode: Continuous`` (as DescribeCluster
+    reports it, or as ``cluster_config`` creates it), where HyperPod has no three-hour rule.
+    """
 
     request: GroupRequest
     reattached: bool
+    continuous: bool = False
 
 
 class SageMakerHyperPodGroupOperator(BaseOperator):
@@ -82,14 +90,20 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
     :param instance_count: the group's target count (templated).
     :param min_instance_count: ``MinInstanceCount``: the group becomes InService at this count (templated).
     :param execution_role: the nodes' IAM role; for an existing group, its own is kept when not given.
-    :param group_config: other ``ClusterInstanceGroupSpecification`` fields (``LifeCycleConfig``...).
+    :param group_config: other ``ClusterInstanceGroupSpecification`` fields (``LifeCycleConfig``...). An
+        existing group keeps every field it has that ``group_config`` does not give (``TrainingPlanArn``,
+        ``OverrideVpcConfig``...): a scale changes only the list and the count. A group created with one
+        fixed ``InstanceType`` cannot take a list: the task fails before any update, naming the fix.
     :param cluster_config: other ``CreateCluster`` fields; given, a missing cluster is created, else a
         missing cluster fails the task.
     :param accept_after: seconds (or a timedelta) from the request after which ``min_instance_count``
         running nodes end the wait as success (0: as soon as the group is InService at its minimum);
         None: only the target does.
     :param max_pending: seconds (or a timedelta) after which a group short of its target (and of an accepted
-        minimum) fails the task as a capacity shortfall; None: HyperPod's own three-hour rule.
+        minimum) fails the task as a capacity shortfall; None: HyperPod's own three-hour rule. In
+        ``NodeProvisioningMode: Continuous`` HyperPod retries without end and never rolls an unmet
+        scale-up back, so None there means three hours (``CONTINUOUS_MAX_PENDING_SECONDS``), and the task
+        log says so.
     :param rollback_on_failure: scale the group back to its count before the request when the wait fails
         or the task is killed (a new group goes back to 0 nodes). Never deletes a cluster or a group.
     :param deferrable: wait in the triggerer (no worker slot); False waits in the worker.
@@ -212,13 +226,28 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
                 self.log.info(
                     "The request of an earlier try took effect; waiting for it instead of asking again"
                 )
+            max_pending = self._pending_bound(group, decision)
             if self.deferrable:
                 self.defer(
-                    trigger=self._trigger(group, decision.request, deferring=True),
+                    trigger=self._trigger(group, decision.request, max_pending, deferring=True),
                     method_name="execute_complete",
                 )
-            event = asyncio.run(self._trigger(group, decision.request).wait())
+            event = asyncio.run(self._trigger(group, decision.request, max_pending).wait())
         return self.execute_complete(context, event)
+
+    def _pending_bound(self, group: FlexibleGroup, decision: Wait) -> float | None:
+        """``max_pending``, or three hours in Continuous mode when the task gave none (said in the log)."""
+        bound = pending_bound(self._max_pending, decision.continuous)
+        if bound != self._max_pending:
+            self.log.warning(
+                "%s is in NodeProvisioningMode Continuous, where HyperPod never rolls an unmet scale-up "
+                "back: without max_pending the wait for %s ends after %.0f s as a capacity shortfall; set "
+                "max_pending to choose the bound",
+                self.cluster_name,
+                group.group_name,
+                bound,
+            )
+        return bound
 
     def _tagged_cluster_config(self, context: Context) -> Mapping[str, Any] | None:
         """``cluster_config`` with this try's identity tags after its own (checked before any AWS call)."""
@@ -237,11 +266,14 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         store = _GroupStateStore(context)
         earlier = store.load()
         cluster = self.hook.describe_cluster(self.cluster_name)
+        continuous = provisions_continuously(cluster if cluster is not None else self._create_config)
         if earlier is not None and earlier.is_for(self.cluster_name, group) and took_effect(earlier, cluster):
             if earlier.requested_at is None:  # killed before AWS answered: the cluster's clock stands in
                 earlier = store.save(replace(earlier, requested_at=service_now(cluster or {}).isoformat()))
-            return Wait(earlier, reattached=True)
+            return Wait(earlier, reattached=True, continuous=continuous)
         current = find_group(cluster, group.group_name) if cluster is not None else None
+        if current is not None:
+            check_flexible(self.cluster_name, current)  # before the request is recorded or made
         previous = int((current or {}).get("TargetCount") or (current or {}).get("CurrentCount") or 0)
         if earlier is not None and earlier.is_for(self.cluster_name, group):
             previous = earlier.previous_count  # an earlier try's request never reached AWS
@@ -277,11 +309,17 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             previous,
         )
         return Wait(
-            store.save(replace(request, requested_at=service_now(answer).isoformat())), reattached=False
+            store.save(replace(request, requested_at=service_now(answer).isoformat())),
+            reattached=False,
+            continuous=continuous,
         )
 
     def _trigger(
-        self, group: FlexibleGroup, request: GroupRequest, deferring: bool = False
+        self,
+        group: FlexibleGroup,
+        request: GroupRequest,
+        max_pending: float | None,
+        deferring: bool = False,
     ) -> HyperPodGroupTrigger:
         assert request.requested_at is not None
         return HyperPodGroupTrigger(
@@ -290,7 +328,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             previous_count=request.previous_count,
             requested_at=request.requested_at,
             accept_after_seconds=self._accept_after,
-            max_pending_seconds=self._max_pending,
+            max_pending_seconds=max_pending,
             poll_interval=self.poll_interval,
             rollback=self.rollback_on_failure,
             aws_conn_id=self.aws_conn_id,

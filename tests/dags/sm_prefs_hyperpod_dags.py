@@ -69,3 +69,18 @@ with _dag("hp_sensor") as hp_sensor:
 # The capacity page's group: a fallback mix in one run, a shortfall in another (tests/plugin, tests/e2e).
 with _dag("hp_page") as hp_page:
     _group("scale", min_instance_count=4, max_pending=1800)
+
+# A group someone else made, scaled by tasks that name only the list and the count
+# (tests/operators/test_hyperpod_runs.py: what a scale keeps, refuses, and how long it waits).
+_ONLY_LIST_AND_COUNT: dict[str, Any] = {"execution_role": None, "group_config": None, "cluster_config": None}
+
+with _dag("hp_keeps_fields") as hp_keeps_fields:
+    _group("scale_up", instance_count=6, **_ONLY_LIST_AND_COUNT) >> _group(
+        "scale_down", instance_count=1, **_ONLY_LIST_AND_COUNT
+    )
+
+with _dag("hp_fixed_type") as hp_fixed_type:
+    _group("scale", instance_count=4, **_ONLY_LIST_AND_COUNT)
+
+with _dag("hp_continuous") as hp_continuous:
+    _group("scale", instance_count=8, **_ONLY_LIST_AND_COUNT)  # no max_pending

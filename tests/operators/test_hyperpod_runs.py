@@ -310,3 +310,83 @@ def test_a_request_recorded_but_never_answered_is_made_by_the_retry(sm: Any) -> 
     decision = _operator()._submit_once({"task_state_store": store}, group)
     assert not decision.reattached and decision.request.requested_at is not None
     assert sm.stats()["operations"].get("CreateCluster") == 1
+
+
+# -- what a scale keeps, what it refuses, how long it waits in Continuous mode ---------------------------
+
+PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/nightly"
+VPC = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
+EKS = {"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/nightly"}}
+
+
+def _existing_group(sm: Any, cluster_extra: dict[str, Any] | None = None, **group: Any) -> None:
+    """The cluster as someone else made it: one group of two nodes, then the time for them to run."""
+    spec = {
+        "InstanceGroupName": "gpu-workers",
+        "InstanceCount": 2,
+        "ExecutionRole": ROLE,
+        "LifeCycleConfig": LIFECYCLE,
+        **group,
+    }
+    _client(sm).create_cluster(ClusterName="nightly", InstanceGroups=[spec], **(cluster_extra or {}))
+    sm.advance(900)
+
+
+def test_a_scale_up_and_down_keeps_the_groups_training_plan_and_vpc(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    _existing_group(
+        sm,
+        InstanceRequirements={"InstanceTypes": [P5, P5E, P4D]},
+        TrainingPlanArn=PLAN,
+        OverrideVpcConfig=VPC,
+        OnStartDeepHealthChecks=["InstanceStress"],
+        ThreadsPerCore=1,
+    )
+    with stepping(sm, 300):
+        dagrun = _dags().hp_keeps_fields.test()
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()} == {
+        "scale_up": "success",
+        "scale_down": "success",
+    }
+    assert sm.stats()["operations"].get("UpdateCluster") == 2
+    details = _group_details(sm)
+    assert (details["TargetCount"], details["CurrentCount"]) == (1, 1)
+    assert details["TrainingPlanArn"] == PLAN and details["OverrideVpcConfig"] == VPC
+    assert details["OnStartDeepHealthChecks"] == ["InstanceStress"] and details["ThreadsPerCore"] == 1
+    assert details["LifeCycleConfig"] == LIFECYCLE and details["ExecutionRole"] == ROLE
+
+
+def test_a_group_of_one_fixed_instance_type_fails_before_any_update(sm: Any, airflow_db: None) -> None:
+    sm.load_scenario(_scenario(p5=2, p5e=0, p4d=8))
+    _existing_group(sm, InstanceType=P4D)
+    dagrun = _dags().hp_fixed_type.test()
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()} == {"scale": "failed"}
+    assert not sm.stats()["operations"].get("UpdateCluster")
+    record = _record(dagrun, "scale")
+    assert (record.cluster_name, record.group_name) == ("nightly", "gpu-workers")
+    reason = record.reason or ""
+    assert "instance group gpu-workers of cluster nightly" in reason
+    assert f"fixed InstanceType ({P4D})" in reason and "Give group_name a new group" in reason
+    assert _group_details(sm)["TargetCount"] == 2  # untouched
+
+
+@pytest.mark.timeout(180)  # before the change the wait never ended: HyperPod never gives up in this mode
+def test_continuous_mode_without_max_pending_gives_up_after_three_hours_and_says_so(
+    sm: Any, airflow_db: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sm.load_scenario(_scenario(p5=0, p5e=0, p4d=4))
+    _existing_group(
+        sm,
+        cluster_extra={"NodeProvisioningMode": "Continuous", "Orchestrator": EKS},
+        InstanceRequirements={"InstanceTypes": [P5, P5E, P4D]},
+    )
+    with stepping(sm, 300):
+        dagrun = _dags().hp_continuous.test()  # max_pending not given
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()} == {"scale": "failed"}
+    record = _record(dagrun, "scale")
+    assert record.failure_kind == "shortfall"
+    assert "past max_pending (10800 s)" in (record.reason or "")
+    out, err = capfd.readouterr()
+    said = [line for line in (out + err).splitlines() if "NodeProvisioningMode Continuous" in line]
+    assert said and "ends after 10800 s as a capacity shortfall" in said[0], said
+    assert _group_details(sm)["TargetCount"] == 2  # and scaled back where the task found it
