@@ -259,6 +259,23 @@ class GroupPhase(str, Enum):
     GONE = "gone"
 
 
+def rollback_refusal(current: Mapping[str, Any], target_count: int) -> str | None:
+    """Why a rollback of a task's scale-up must not touch group ``current`` now; None when it may.
+
+    A rollback puts back the count the task found, so it is the task's to make only while the task's own
+    scale-up is still the group's last change: the group targets the count the task asked for. A group
+    that targets anything else was changed since by someone else (a person, another task, another
+    deployment), and scaling it back would undo their change.
+    """
+    target = int(current.get("TargetCount") or 0)
+    if target == target_count:
+        return None
+    return (
+        f"the group now targets {target} nodes, not the {target_count} this task asked for: someone changed it "
+        f"since, so it is no longer this task's to scale back; left as it is"
+    )
+
+
 def find_group(describe_cluster: Mapping[str, Any], group_name: str) -> Mapping[str, Any] | None:
     """The group's ``ClusterInstanceGroupDetails`` in a DescribeCluster answer."""
     for group in describe_cluster.get("InstanceGroups") or ():

@@ -30,6 +30,7 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     find_group,
     pending_bound,
     provisions_continuously,
+    rollback_refusal,
     took_effect,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
@@ -355,6 +356,12 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         if event.get("status") != "success" or phase is None:
             if "rollback" not in event:  # the trigger rolls back before its event; a bare event did not
                 self._rollback(group, request)
+            elif event["rollback"] == "refused":
+                self.log.error(
+                    "%s/%s was not scaled back: it changed since this task's scale-up (the trigger's log says how)",
+                    self.cluster_name,
+                    group.group_name,
+                )
             elif event["rollback"] == "done":
                 self.log.warning(
                     "Scaled %s/%s back to where this task found it", self.cluster_name, group.group_name
@@ -417,6 +424,10 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             or current is None
             or int(current.get("TargetCount") or 0) == request.previous_count
         ):
+            return
+        refusal = rollback_refusal(current, request.target_count)
+        if refusal is not None:
+            self.log.error("Not rolling back %s/%s: %s", self.cluster_name, group.group_name, refusal)
             return
         try:
             self.hook.scale_group(self.cluster_name, group, cluster, count=request.previous_count)

@@ -30,6 +30,7 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     GroupPhase,
     find_group,
     group_progress,
+    rollback_refusal,
 )
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, is_busy, scale_specification
@@ -233,7 +234,8 @@ class HyperPodGroupTrigger(BaseTrigger):
         Outside Continuous mode SageMaker refuses an update while the cluster is Updating; the scale-up
         then either completes or HyperPod rolls it back itself (at most three hours), so this waits for
         the cluster to be InService, within that bound. Returns ``done``, ``not-needed`` (HyperPod put
-        the group back already) or ``gave-up``.
+        the group back already), ``refused`` (the group changed since this task's scale-up: not the task's
+        to scale back any more) or ``gave-up``.
         """
         group, name = self.flexible_group, f"{self.cluster_name}/{self.group['group_name']}"
         while True:
@@ -245,6 +247,10 @@ class HyperPodGroupTrigger(BaseTrigger):
                 or int(current.get("TargetCount") or 0) <= self.previous_count
             ):
                 return "not-needed"
+            refusal = rollback_refusal(current, group.instance_count)
+            if refusal is not None:
+                self.log.error("%s: not rolled back: %s", name, refusal)
+                return "refused"
             if (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600:
                 self.log.error(
                     "%s: the cluster never accepted the rollback to %d nodes", name, self.previous_count
@@ -286,6 +292,12 @@ class HyperPodGroupTrigger(BaseTrigger):
                 or current is None
                 or int(current.get("TargetCount") or 0) <= self.previous_count
             ):
+                return
+            refusal = rollback_refusal(current, self.flexible_group.instance_count)
+            if refusal is not None:
+                self.log.error(
+                    "%s/%s: not rolled back: %s", self.cluster_name, self.group["group_name"], refusal
+                )
                 return
             spec = scale_specification(self.flexible_group, describe, self.previous_count)
             try:

@@ -390,3 +390,34 @@ def test_continuous_mode_without_max_pending_gives_up_after_three_hours_and_says
     said = [line for line in (out + err).splitlines() if "NodeProvisioningMode Continuous" in line]
     assert said and "ends after 10800 s as a capacity shortfall" in said[0], said
     assert _group_details(sm)["TargetCount"] == 2  # and scaled back where the task found it
+
+
+@pytest.mark.parametrize(
+    ("now_targets", "rolled_back"), [(8, True), (5, False)], ids=["ours", "changed-since"]
+)
+def test_a_rollback_only_undoes_a_scale_up_that_is_still_the_groups_last_change(
+    sm: Any, now_targets: int, rolled_back: bool
+) -> None:
+    """The task asked 2 -> 8. Someone then set the group to 5: scaling it back to 2 would undo their change."""
+    sm.load_scenario(_scenario(p5=0, p5e=0, p4d=8))
+    _client(sm).create_cluster(
+        ClusterName="nightly",
+        InstanceGroups=[
+            {
+                "InstanceGroupName": "gpu-workers",
+                "InstanceRequirements": {"InstanceTypes": [P5, P5E, P4D]},
+                "InstanceCount": now_targets,
+                "ExecutionRole": ROLE,
+                "LifeCycleConfig": LIFECYCLE,
+            }
+        ],
+    )
+    sm.advance(4 * 3600)  # InService again: it accepts an update
+    task = _dags().hp_shortfall.get_task("scale")
+    group = task._group(allowed_types=None)
+    request = GroupRequest("nightly", "gpu-workers", target_count=group.instance_count, previous_count=2)
+    assert group.instance_count == 8
+    before = sm.stats()["operations"].get("UpdateCluster", 0)
+    task._rollback(group, request)
+    updates = sm.stats()["operations"].get("UpdateCluster", 0) - before
+    assert (updates, _group_details(sm)["TargetCount"]) == ((1, 2) if rolled_back else (0, now_targets))
