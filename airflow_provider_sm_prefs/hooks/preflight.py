@@ -147,7 +147,7 @@ class PreflightLookups:
     # -- quotas ----------------------------------------------------------------------------------------
     def _failed(self, service: str) -> str | None:
         """Why ``service`` failed for this identity within :data:`FAILURE_TTL`, if it did."""
-        hit, reason = _CACHE.get(("failed", service, *self._identity))
+        hit, reason = _CACHE.get(("failed", service, *self._identity), ttl=FAILURE_TTL)
         return str(reason) if hit else None
 
     def _remember_failure(self, service: str, err: Exception) -> str:
@@ -174,7 +174,7 @@ class PreflightLookups:
     def quota_table(self) -> dict[str, float]:
         """Every SageMaker quota of the account and region, by name (cached for :data:`QUOTA_TTL`)."""
         key = ("quotas", *self._identity)
-        hit, value = _CACHE.get(key)
+        hit, value = _CACHE.get(key, ttl=QUOTA_TTL)
         if hit:
             return dict(value)
         client = self._client("service-quotas", self.hook.conn_region_name)
@@ -231,7 +231,7 @@ class PreflightLookups:
         price list has none there (cached for :data:`PRICE_TTL`)."""
         region = self.hook.conn_region_name or "us-east-1"
         key = ("price", kind.value, instance_type, *self._identity)
-        hit, value = _CACHE.get(key)
+        hit, value = _CACHE.get(key, ttl=PRICE_TTL)
         if hit:
             return value  # type: ignore[no-any-return]
         client = self._pricing_client(region)
