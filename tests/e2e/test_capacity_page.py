@@ -495,3 +495,42 @@ def test_a_hyperpod_group_record_shows_with_its_node_mix(airflow: LocalAirflow, 
     browser.find_element(By.CSS_SELECTOR, "[data-testid=groups]").screenshot(
         str(SCREENSHOTS / "6-groups.png")
     )
+
+
+@pytest.mark.skipif(
+    AIRFLOW >= (3, 1), reason="Airflow 3.1 and later: the page reads Airflow's own login cookie"
+)
+def test_on_airflow_3_0_the_page_cookie_follows_the_uis_login(airflow: LocalAirflow, browser: Any) -> None:
+    """3.0's UI keeps its token in local storage: the page's sign-in hands it to the server, which sets an
+    HttpOnly, SameSite=Strict cookie for the page; the UI's logout ends that cookie with its own login."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from airflow_provider_sm_prefs.compat.page import PAGE_TOKEN_COOKIE
+
+    login(browser, airflow)
+    # The UI moves its token from the login cookie into local storage, as after any visit to it.
+    browser.get(f"{airflow.api_url}/")
+    WebDriverWait(browser, 60).until(lambda b: b.execute_script("return localStorage.getItem('token')"))
+    assert browser.get_cookie("_token") is None
+    browser.get(f"{airflow.api_url}/sm-prefs/?range=365")
+    wait_ready(browser)
+    cookie = browser.get_cookie(PAGE_TOKEN_COOKIE)
+    assert cookie is not None and cookie["value"] == browser.execute_script(
+        "return localStorage.getItem('token')"
+    )
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"], cookie["secure"]) == (
+        True,
+        "Strict",
+        "/sm-prefs",
+        False,  # plain http here
+    )
+    assert browser.execute_script("return document.cookie").find(PAGE_TOKEN_COOKIE) == -1
+    # What the UI's logout does: drop the token, open Airflow's logout route.
+    browser.execute_script("localStorage.removeItem('token'); location.replace('/api/v2/auth/logout')")
+    WebDriverWait(browser, 60).until(lambda b: "/auth/login" in b.current_url)
+    browser.get(f"{airflow.api_url}/sm-prefs/")
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.NAME, "username"))
+    assert "/auth/login" in browser.current_url
+    browser.get(f"{airflow.api_url}/sm-prefs/sign-in.js")  # a page under the cookie's path
+    assert browser.get_cookie(PAGE_TOKEN_COOKIE) is None
