@@ -81,10 +81,14 @@ def _html_attribute(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _token(request: Request) -> str:
+def _bearer(request: Request) -> str:
+    """The token of the request's ``Authorization: Bearer`` header ("" without one)."""
     header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header[:7].lower() == "bearer " else ""
-    return token or request.cookies.get("_token") or request.cookies.get(PAGE_TOKEN_COOKIE) or ""
+    return header[7:].strip() if header[:7].lower() == "bearer " else ""
+
+
+def _token(request: Request) -> str:
+    return _bearer(request) or request.cookies.get("_token") or request.cookies.get(PAGE_TOKEN_COOKIE) or ""
 
 
 async def _token_user(request: Request) -> Any:
@@ -144,8 +148,7 @@ async def _start_session(request: Request) -> Response:
 
     Only a header counts, never a cookie: another site can make a browser send cookies, not headers.
     """
-    header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    token = _bearer(request)
     if not token:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Not authenticated: send the UI's token as Bearer")
     try:
