@@ -1,5 +1,5 @@
-"""What an event-queue message says: a SageMaker job event in EventBridge's envelope, or a consumer's
-presence, and the message attributes consumers of one queue pass events on with (see
+"""What an event-queue message says: a SageMaker job event in EventBridge's envelope (what its envelope
+claims about where it comes from included), and what SQS says about the message (see
 :mod:`.eventbridge_queue`).
 
 Pure: no I/O, no clock.
@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.event_detail import EventOrigin
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 
 #: EventBridge detail-types of the job state changes, by job kind.
@@ -18,23 +19,29 @@ DETAIL_TYPES = {
     "SageMaker Training Job State Change": JobKind.TRAINING,
     "SageMaker Processing Job State Change": JobKind.PROCESSING,
 }
-#: Message attributes of a message passed on: the consumers it visited, when SQS first received it.
-PASSED_BY = "sm-prefs-passed-by"
-FIRST_SENT = "sm-prefs-first-sent"
-#: The body key of a presence message.
-PRESENCE = "sm-prefs-consumer"
-#: In a presence message: the consumer stopped reading the queue (its peers forget it at once).
-LEAVING = "leaving"
 
 
 @dataclass(frozen=True)
 class JobEvent:
-    """A SageMaker job state change as it came from the queue."""
+    """A SageMaker job state change as it came from the queue.
+
+    Nothing in it is proven: ``origin`` is what the envelope claims (a wait checks it against the job
+    it knows, :func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`).
+    """
 
     kind: JobKind
     job_name: str
     event_id: str
     detail: dict[str, Any]
+    origin: EventOrigin | None = None
+
+
+def origin_of(envelope: dict[str, Any]) -> EventOrigin | None:
+    """The account, region and resources an EventBridge envelope names; None if it lacks them."""
+    account, region, resources = envelope.get("account"), envelope.get("region"), envelope.get("resources")
+    if not isinstance(account, str) or not isinstance(region, str) or not isinstance(resources, list):
+        return None
+    return EventOrigin(account, region, tuple(r for r in resources if isinstance(r, str)))
 
 
 def parse_event(body: str) -> JobEvent | None:
@@ -52,43 +59,14 @@ def parse_event(body: str) -> JobEvent | None:
     name = detail.get(kind.spec.name_field)
     if not isinstance(name, str) or not name:
         return None
-    return JobEvent(kind, name, str(envelope.get("id") or ""), detail)
+    return JobEvent(kind, name, str(envelope.get("id") or ""), detail, origin_of(envelope))
 
 
-def presence_of(body: str) -> str | None:
-    """The consumer id of a presence message (a leaving one too), or None."""
+def receive_count(message: dict[str, Any]) -> int | None:
+    """How often SQS has handed the message out, this receive included (``ApproximateReceiveCount``)."""
     try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    peer = data.get(PRESENCE) if isinstance(data, dict) else None
-    return str(peer) if isinstance(peer, str) and peer else None
-
-
-def is_leaving(body: str) -> bool:
-    """Whether a presence message says its consumer stopped reading the queue."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(data, dict) and data.get(LEAVING) is True
-
-
-def text(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value}
-
-
-def attribute_text(message: dict[str, Any], name: str) -> str | None:
-    value = (message.get("MessageAttributes") or {}).get(name) or {}
-    text = value.get("StringValue")
-    return str(text) if text is not None else None
-
-
-def attribute(message: dict[str, Any], name: str) -> float | None:
-    """A numeric message attribute of epoch milliseconds, as epoch seconds (None if absent or bad)."""
-    try:
-        return int(str(attribute_text(message, name))) / 1000.0
-    except ValueError:
+        return int(message.get("Attributes", {}).get("ApproximateReceiveCount"))
+    except (TypeError, ValueError):
         return None
 
 
@@ -108,13 +86,14 @@ class ConsumerStats:
     messages: int = 0
     woke: int = 0
     deleted: int = 0
+    #: Events about jobs this consumer does not watch, released for a peer.
     passed: int = 0
     duplicates: int = 0
     expired: int = 0
     foreign: int = 0
-    presence_sent: int = 0
-    presence_heard: int = 0
-    #: Messages that came back to this consumer after it passed them on (each paused its reading).
+    #: Times another consumer was heard of after none had been for PEER_TTL.
+    peers_heard: int = 0
+    #: Messages that came back to this consumer after it released them (each paused its reading).
     returns: int = 0
     errors: int = 0
     by_job: dict[str, int] = field(default_factory=dict)

@@ -19,9 +19,10 @@ what per-job polling would send.
 
 Event mode (:mod:`.eventbridge_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
 each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
-change wakes it at once: with the detail itself when that detail ends the wait and is newer than what
-the waiter has seen (:func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`), so the trigger
-needs no Describe; otherwise asking for one. Passes then come only every
+change wakes it at once: with the detail itself when that detail ends the wait, is newer than what
+the waiter has seen and comes from the job's own account and region about the job's ARN as SageMaker
+answered it (:func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`), so the trigger needs
+no Describe; otherwise asking for one. Passes then come only every
 ``[sm_prefs] event_safety_list_seconds`` (a safety net under lost events), except while the queue cannot
 be read.
 
@@ -47,6 +48,7 @@ from airflow_provider_sm_prefs.domain.status import JobSnapshot, JobStamp, WaitF
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import service_now
+from airflow_provider_sm_prefs.triggers.eventbridge_messages import JobEvent
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import EventDetail, EventMode
 from airflow_provider_sm_prefs.triggers.eventbridge_queue import EventQueueConsumer
 
@@ -112,6 +114,8 @@ class _Waiter:
     #: What the wait waits for: lets an event's detail end it (None: events only wake it).
     wait_for: WaitFor | None = None
     stamp: JobStamp | None = None
+    #: The job's ARN as SageMaker answered it (a Describe, a List summary): what an event must name.
+    arn: str | None = None
 
 
 def listed_change(kind: JobKind, wait_for: WaitFor | str) -> Callable[[dict[str, Any]], bool]:
@@ -184,6 +188,7 @@ class JobListWatcher:
         early: bool = False,
         wait_for: WaitFor | str | None = None,
         stamp: JobStamp | None = None,
+        arn: str | None = None,
     ) -> Observation:
         """Wait until a pass shows ``is_change(summary)`` or the job gone; or until ``timeout``.
 
@@ -193,6 +198,8 @@ class JobListWatcher:
             and is newer than ``stamp`` comes back as ``Observation.settled``. Without it an event only
             wakes the caller (when ``is_change(detail)``).
         :param stamp: the newest view of the job the caller has seen (``Observation.stamp``, a Describe).
+        :param arn: the job's ARN from the caller's Describe (a List pass fills it in otherwise); an
+            event settles the wait only if it names this ARN, its account and its region.
         :param early: nobody looked at the job lately (the trigger just started without a
             Describe): ask for an early pass, shared with other newcomers, instead of waiting a
             whole cadence for the first look.
@@ -211,6 +218,7 @@ class JobListWatcher:
             summary=summary,
             wait_for=None if wait_for is None else WaitFor(wait_for),
             stamp=stamp,
+            arn=arn or (summary or {}).get(self.kind.spec.arn_field),
         )
         self._waiters.setdefault(job_name, []).append(waiter)
         self._subscribe(waiter)
@@ -239,21 +247,23 @@ class JobListWatcher:
         if self._events is None or waiter.unsubscribe is not None:
             return
 
-        def on_event(detail: dict[str, Any]) -> None:
+        def on_event(event: JobEvent) -> None:
             if waiter.future.done():
                 return
             if waiter.wait_for is None:
-                if waiter.is_change(detail):
+                if waiter.is_change(event.detail):
                     waiter.future.set_result(Observation(True, None, by_event=True))
                 return
-            self._weigh(waiter, detail)
+            self._weigh(waiter, event)
 
         waiter.unsubscribe = self._events.subscribe(self.kind, waiter.job_name, on_event)
 
-    def _weigh(self, waiter: _Waiter, detail: dict[str, Any]) -> None:
+    def _weigh(self, waiter: _Waiter, event: JobEvent) -> None:
         """Settle ``waiter`` from an event's detail, ask it to Describe, or only note what it saw."""
         assert waiter.wait_for is not None
-        match weigh_event(self.kind, waiter.wait_for, detail, waiter.stamp):
+        match weigh_event(
+            self.kind, waiter.wait_for, event.detail, waiter.stamp, origin=event.origin, job_arn=waiter.arn
+        ):
             case NoNews(seen=seen):
                 waiter.stamp = seen
             case Settled(job=job, seen=seen) if self._detail is EventDetail.DATA:
@@ -446,6 +456,7 @@ class JobListWatcher:
                     continue  # the pass may have listed before this job existed
                 if summary is not None:
                     waiter.seen, waiter.missing_rounds, waiter.summary = True, 0, summary
+                    waiter.arn = waiter.arn or summary.get(self.kind.spec.arn_field)
                     waiter.stamp = JobStamp.of(self.kind, summary).newest(waiter.stamp)
                     if waiter.is_change(summary):
                         wake.append((waiter, Observation(True, summary, stamp=waiter.stamp)))
