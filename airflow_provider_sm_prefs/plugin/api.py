@@ -8,7 +8,7 @@ answer 401/403 and the page redirects to Airflow's login.
 Routes (under the prefix):
 
 - ``GET /`` — the page (HTML; its script and the bundled Chart.js under ``/static``).
-- ``GET /api/filters`` — the readable DAGs that have records, with their tasks.
+- ``GET /api/filters`` — the readable DAGs that have records, with their tasks, and this deployment's id.
 - ``GET /api/capacity`` — everything the page draws (jobs, and HyperPod instance groups beside them); query ``since``, ``until`` (ISO 8601; default the
   last 30 days), ``dag_id``, ``task_id``, ``page`` (from 1), ``page_size`` (1–200). Bad values get a
   400 that names the parameter.
@@ -231,7 +231,29 @@ def _default_timezone() -> str:
 def filters(session: SessionDep, readable: ReadableDagIds) -> dict[str, Any]:
     """The DAGs the user may read that have capacity records, with the tasks that left them."""
     dags = dags_with_records(session, readable)
-    return {"dags": [{"dag_id": dag_id, "tasks": tasks} for dag_id, tasks in dags.items()]}
+    return {
+        "dags": [{"dag_id": dag_id, "tasks": tasks} for dag_id, tasks in dags.items()],
+        "deployment_id": _deployment_id(),
+    }
+
+
+def _deployment_id() -> str | None:
+    """The id this deployment's jobs are tagged with (``sm-prefs:deployment``); None before the first task
+    generated it."""
+    from airflow.configuration import conf
+
+    from airflow_provider_sm_prefs.operators.identity import DEPLOYMENT_VARIABLE
+
+    given = (conf.get("sm_prefs", "deployment_id", fallback="") or "").strip()
+    if given:
+        return given
+    from airflow.models.variable import Variable
+
+    try:
+        stored = Variable.get(DEPLOYMENT_VARIABLE, default_var=None)
+    except Exception:  # the page still works without it
+        return None
+    return str(stored).strip() or None if stored else None
 
 
 @app.get("/", response_class=HTMLResponse, response_model=None)

@@ -187,6 +187,26 @@ def test_filters_list_the_dags_and_tasks_with_records(client: Any, history: dict
     assert dags["t_page_train"] == ["consume", "job"] and dags["t_page_process"] == ["job"]
 
 
+def test_filters_name_the_deployment_id_the_jobs_are_tagged_with(
+    client: Any, history: dict[str, str], monkeypatch: Any
+) -> None:
+    from airflow.models.variable import Variable
+
+    from airflow_provider_sm_prefs.operators.identity import DEPLOYMENT_VARIABLE
+
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", raising=False)
+    Variable.set(DEPLOYMENT_VARIABLE, "af-00112233445566aa")
+    try:
+        assert (
+            get(client, "/api/filters", token("viewer", "viewer")).json()["deployment_id"]
+            == "af-00112233445566aa"
+        )
+        monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "prod-eu")  # the configured one wins
+        assert get(client, "/api/filters", token("viewer", "viewer")).json()["deployment_id"] == "prod-eu"
+    finally:
+        Variable.delete(DEPLOYMENT_VARIABLE)
+
+
 def test_a_task_filter_narrows_to_that_task(client: Any, history: dict[str, str]) -> None:
     data = get(
         client, f"/api/capacity?{WIDE}&dag_id=t_page_process&task_id=job", token("viewer", "viewer")

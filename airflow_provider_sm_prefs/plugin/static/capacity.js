@@ -71,6 +71,9 @@
 
   async function loadFilters() {
     const body = await getJson("api/filters");
+    document.querySelector("[data-testid=deployment]").textContent = body.deployment_id
+      ? `Deployment ${body.deployment_id}: the sm-prefs:deployment tag of this deployment's jobs; only jobs tagged with it are ever stopped or adopted.`
+      : "Deployment id not generated yet: the first task that submits a job generates it.";
     dagTasks = {};
     body.dags.forEach((d) => { dagTasks[d.dag_id] = d.tasks; });
     const dags = Object.keys(dagTasks);
