@@ -1,21 +1,37 @@
 """Which IAM permissions a set of AWS calls needs, and whether a policy document grants them (pure).
 
-Used by the tests that hold ``docs/iam-policy.json`` to what the provider really calls: record every
-botocore call (:func:`recording_calls`), turn the calls into IAM requests (:func:`required`) and check
-each against the policy's Allow statements (:func:`denied`). The evaluator covers what the policy uses:
-``Action``/``Resource`` with ``*`` and ``?`` wildcards and ``StringEquals``/``StringLike`` conditions on
-the keys this module fills in; anything else in a statement makes it not match (fail closed).
+Used by the tests that hold the published policies (``docs/iam-policy.json``, the task role;
+``docs/iam-reconciler-policy.json``; ``docs/iam-event-queue-policy.json``) to what the provider really
+calls: record every botocore call (:func:`recording_calls`), turn the calls into IAM requests with the
+condition context AWS sets (:func:`required`: request tags, the resource's tags, the tagging action)
+and check each against a policy (:func:`denied`, :func:`allows`).
+
+The evaluation is the offline SageMaker's (:mod:`offline_sagemaker.iam_policy`, which also answers IAM's
+``SimulateCustomPolicy`` there): AWS's documented policy evaluation for what the policies use.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from offline_sagemaker.iam_policy import Request, allows
+
+__all__ = [
+    "Call",
+    "Request",
+    "allows",
+    "denied",
+    "granted_actions",
+    "load_policy",
+    "recording_calls",
+    "required",
+    "tags_after",
+]
 
 #: S3 operations botocore sends, and the IAM action each is authorised by.
 S3_ACTIONS: Mapping[str, str] = {
@@ -48,19 +64,6 @@ class Call:
     params: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
-@dataclass(frozen=True)
-class Request:
-    """One IAM authorisation request: action, resource ARN and the condition context AWS would set."""
-
-    action: str
-    resource: str
-    context: tuple[tuple[str, str], ...] = ()
-
-    def __str__(self) -> str:
-        extra = "".join(f" [{k}={v}]" for k, v in self.context)
-        return f"{self.action} on {self.resource}{extra}"
-
-
 #: SQS batch calls are authorised by the action of the single call.
 SQS_ACTIONS = {
     "DeleteMessageBatch": "sqs:DeleteMessage",
@@ -69,12 +72,38 @@ SQS_ACTIONS = {
 }
 
 
-def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "123456789012") -> set[Request]:
-    """The IAM requests AWS would authorise for ``calls``.
+def required(
+    calls: Iterable[Call],
+    region: str = "us-east-1",
+    account: str = "123456789012",
+    resource_tags: Mapping[str, Mapping[str, str]] | None = None,
+) -> set[Request]:
+    """The IAM requests AWS would authorise for ``calls``, with the condition context AWS sets.
 
     A Create* call with ``Tags`` also needs ``sagemaker:AddTags`` on the new job (AWS authorises tagging
-    on create separately) and every ``RoleArn`` sent to SageMaker needs ``iam:PassRole`` on that role.
+    on create separately, with ``sagemaker:TaggingAction`` naming the Create) and every ``RoleArn`` sent
+    to SageMaker needs ``iam:PassRole`` on that role. Tags in a request are ``aws:RequestTag/<key>`` and
+    ``aws:TagKeys``; a call on an existing SageMaker resource carries that resource's tags as
+    ``aws:ResourceTag/<key>``: those ``resource_tags`` gives (by ARN), updated by the Creates and AddTags
+    among ``calls`` in their order.
     """
+    tags = {arn: dict(t) for arn, t in (resource_tags or {}).items()}
+    return _required(calls, region, account, tags)
+
+
+def tags_after(
+    calls: Iterable[Call], region: str = "us-east-1", account: str = "123456789012"
+) -> dict[str, dict[str, str]]:
+    """The tags of each SageMaker resource ``calls`` created or tagged, by ARN, once they ran: the
+    ``resource_tags`` of later calls (a reconciler's) on those resources."""
+    tags: dict[str, dict[str, str]] = {}
+    _required(calls, region, account, tags)
+    return tags
+
+
+def _required(
+    calls: Iterable[Call], region: str, account: str, tags: dict[str, dict[str, str]]
+) -> set[Request]:
     requests: set[Request] = set()
     for call in calls:
         if (call.service, call.operation) in UNAUTHORISED_CALLS:
@@ -91,12 +120,26 @@ def required(calls: Iterable[Call], region: str = "us-east-1", account: str = "1
         if call.service != "sagemaker":
             requests.add(Request(f"{call.service}:{call.operation}", "*"))
             continue
-        requests.update(_sagemaker_requests(call, region, account))
+        requests.update(_sagemaker_requests(call, region, account, tags))
     return requests
 
 
-def _sagemaker_requests(call: Call, region: str, account: str) -> set[Request]:
-    """A SageMaker call on the job it names, plus AddTags for tags on create and PassRole for a role."""
+def _request_tags(params: Mapping[str, Any]) -> dict[str, str]:
+    return {str(t["Key"]): str(t.get("Value", "")) for t in params.get("Tags") or ()}
+
+
+def _tag_context(prefix: str, tags: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``aws:RequestTag/<key>`` (with ``aws:TagKeys``) or ``aws:ResourceTag/<key>`` entries, sorted."""
+    context = [(f"aws:{prefix}/{key}", value) for key, value in sorted(tags.items())]
+    if prefix == "RequestTag":
+        context += [("aws:TagKeys", key) for key in sorted(tags)]
+    return tuple(context)
+
+
+def _sagemaker_requests(
+    call: Call, region: str, account: str, tags: dict[str, dict[str, str]]
+) -> set[Request]:
+    """A SageMaker call on the resource it names, plus AddTags for tags on create and PassRole for a role."""
     requests: set[Request] = set()
     resource = "*"
     for param, kind in _JOB_RESOURCE.items():
@@ -110,9 +153,24 @@ def _sagemaker_requests(call: Call, region: str, account: str) -> set[Request]:
             )
     if "ResourceArn" in call.params:  # AddTags, ListTags, DeleteTags: the resource they name
         resource = str(call.params["ResourceArn"])
-    requests.add(Request(f"sagemaker:{call.operation}", resource))
-    if call.operation in _TAGGING_CREATES and call.params.get("Tags"):
-        requests.add(Request("sagemaker:AddTags", resource, (("sagemaker:TaggingAction", call.operation),)))
+    asked = _request_tags(call.params)
+    if call.operation in _TAGGING_CREATES:
+        requests.add(Request(f"sagemaker:{call.operation}", resource, _tag_context("RequestTag", asked)))
+        if asked:
+            requests.add(
+                Request(
+                    "sagemaker:AddTags",
+                    resource,
+                    (("sagemaker:TaggingAction", call.operation), *_tag_context("RequestTag", asked)),
+                )
+            )
+        tags[resource] = dict(asked)
+    else:
+        context = _tag_context("ResourceTag", tags.get(resource, {})) if resource != "*" else ()
+        if call.operation == "AddTags":
+            context += _tag_context("RequestTag", asked)
+            tags.setdefault(resource, {}).update(asked)
+        requests.add(Request(f"sagemaker:{call.operation}", resource, context))
     # A job's RoleArn; a HyperPod instance group's ExecutionRole.
     roles = [
         call.params.get("RoleArn"),
@@ -155,47 +213,6 @@ def _logs_resource(params: Mapping[str, Any], region: str, account: str) -> str:
 
 def _as_list(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
-
-
-def _matches(patterns: Sequence[str], value: str) -> bool:
-    # IAM wildcards are * and ?, matched case-sensitively except for the action's service prefix.
-    return any(fnmatch.fnmatchcase(value, p) for p in patterns)
-
-
-def _conditions_hold(condition: Mapping[str, Any], context: Mapping[str, str]) -> bool:
-    for operator, tests in (condition or {}).items():
-        if operator not in ("StringEquals", "StringLike"):
-            return False
-        for key, expected in tests.items():
-            value = context.get(key)
-            if value is None:
-                return False
-            allowed = _as_list(expected)
-            if operator == "StringEquals" and value not in allowed:
-                return False
-            if operator == "StringLike" and not _matches(allowed, value):
-                return False
-    return True
-
-
-def allows(policy: Mapping[str, Any], request: Request) -> bool:
-    """True if an Allow statement of ``policy`` grants ``request`` and no Deny statement refuses it."""
-    context = dict(request.context)
-    allowed = False
-    for statement in _as_list_of_statements(policy):
-        if "NotAction" in statement or "NotResource" in statement:
-            continue  # not used by our policy; never let them widen a grant
-        actions = [a.lower() for a in _as_list(statement.get("Action"))]
-        if not _matches(actions, request.action.lower()):
-            continue
-        if not _matches(_as_list(statement.get("Resource")), request.resource):
-            continue
-        if not _conditions_hold(statement.get("Condition") or {}, context):
-            continue
-        if statement.get("Effect") == "Deny":
-            return False
-        allowed = allowed or statement.get("Effect") == "Allow"
-    return allowed
 
 
 def _as_list_of_statements(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,10 +1,11 @@
-"""Every AWS action the provider's code can call is granted by docs/iam-policy.json, found by reading the code.
+"""Every AWS action the provider's code can call is granted by a published policy, found by reading the code.
 
 tests/test_iam_policy.py checks the calls a run makes; this one reads the package source (not the
 offline SageMaker's) for every operation of the services the provider talks to — an attribute such as
 ``conn.describe_training_plan`` or a name kept in a string (``JobKindSpec.describe``,
 ``self._call("get_log_events", ...)``) — so a new feature cannot forget the policy even where no test
-runs its call.
+runs its call. The task role (docs/iam-policy.json) and the reconciler's (docs/iam-reconciler-policy.json)
+together grant every one; no code sends to the event queue, which only the EventBridge rule may.
 """
 
 from __future__ import annotations
@@ -19,9 +20,15 @@ from botocore import xform_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "airflow_provider_sm_prefs"
-POLICY = ROOT / "docs" / "iam-policy.json"
+POLICIES = [ROOT / "docs" / "iam-policy.json", ROOT / "docs" / "iam-reconciler-policy.json"]
 #: botocore service name -> IAM action prefix, for the services the provider calls.
-SERVICES = {"sagemaker": "sagemaker", "pricing": "pricing", "service-quotas": "servicequotas", "logs": "logs"}
+SERVICES = {
+    "sagemaker": "sagemaker",
+    "pricing": "pricing",
+    "service-quotas": "servicequotas",
+    "logs": "logs",
+    "sqs": "sqs",
+}
 
 
 #: What the provider's code calls AWS clients (``client.get_products``, ``self.conn.describe_training_plan``).
@@ -57,14 +64,16 @@ def called_actions() -> set[str]:
         model = session.get_service_model(service)
         for operation in model.operation_names:
             if xform_name(operation) in names:
-                actions.add(f"{prefix}:{operation}")
+                # SQS authorises a batch call by the action of the single one.
+                single = operation.removesuffix("Batch") if service == "sqs" else operation
+                actions.add(f"{prefix}:{single}")
     return actions
 
 
 def granted() -> list[str]:
-    policy = json.loads(POLICY.read_text())
     out: list[str] = []
-    for statement in policy["Statement"]:
+    statements = [s for path in POLICIES for s in json.loads(path.read_text())["Statement"]]
+    for statement in statements:
         if statement.get("Effect") != "Allow":
             continue
         actions = statement.get("Action", [])
@@ -76,7 +85,13 @@ def test_every_action_the_code_can_call_is_granted() -> None:
     allowed = granted()
     actions = called_actions()
     missing = sorted(a for a in actions if not any(fnmatch.fnmatch(a, pattern) for pattern in allowed))
-    assert missing == [], f"docs/iam-policy.json does not grant: {missing}"
+    assert missing == [], f"no published policy grants: {missing}"
+
+
+def test_no_code_sends_to_the_event_queue() -> None:
+    """A role that may send to the queue could forge the events that end other tasks' waits."""
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= called_actions()
+    assert not any(a.startswith("sqs:Send") for a in called_actions())
 
 
 def test_the_extraction_finds_the_calls_made_through_names() -> None:

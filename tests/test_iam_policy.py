@@ -1,10 +1,16 @@
-"""docs/iam-policy.json grants exactly what the provider calls: nothing missing, nothing unused.
+"""The published IAM policies grant exactly what the provider calls, and nothing that makes spoofing pay.
+
+docs/iam-policy.json (the task role) grants exactly what the tasks, triggers and sensors call: nothing
+missing, nothing unused; docs/iam-reconciler-policy.json what a reconciler pass calls. Both let a role stop
+(or scale) only what carries this deployment's tag, create only with the identity tags, and tag only at
+create; docs/iam-event-queue-policy.json lets only the EventBridge rule send to the event queue.
 
 The operators (guardrails before submit included: quotas, prices, a training plan), the trigger
 (capacity and completion waits, the deadline stop and on_kill), the sensor and the nightly example DAG run against the offline SageMaker while every botocore and aiobotocore
 call of this process is recorded. Each call becomes the IAM request AWS would authorise (job ARN,
 ``iam:PassRole`` for the role in a Create, ``sagemaker:AddTags`` when a Create carries Tags) and is
-checked against the policy with its placeholder account replaced by the emulator's.
+checked against the policy with its placeholder account replaced by the emulator's and its placeholder
+deployment id by the one the runs tag their jobs with.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_sm_prefs.domain.identity import AirflowIdentity
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, OwnerClaim
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.domain.reconcile import Gone
 from airflow_provider_sm_prefs.hooks.preflight import clear_cache
@@ -32,7 +38,12 @@ pytestmark = pytest.mark.usefixtures("airflow_db")
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "docs" / "iam-policy.json"
+RECONCILER_POLICY = ROOT / "docs" / "iam-reconciler-policy.json"
+QUEUE_POLICY = ROOT / "docs" / "iam-event-queue-policy.json"
 POLICY_ACCOUNT = "111122223333"
+POLICY_DEPLOYMENT = "YOUR-DEPLOYMENT-ID"
+#: ``[sm_prefs] deployment_id`` of the runs here: every job they create carries it.
+DEPLOYMENT = "iam-tests"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 
@@ -69,9 +80,16 @@ def processing_config(name: str) -> dict[str, Any]:
     }
 
 
-def policy_for(account: str) -> dict[str, Any]:
-    policy: dict[str, Any] = json.loads(POLICY.read_text().replace(POLICY_ACCOUNT, account))
+def policy_for(account: str, path: Path = POLICY, deployment: str = DEPLOYMENT) -> dict[str, Any]:
+    """A published policy with its placeholders replaced: the account, and this deployment's id."""
+    text = path.read_text().replace(POLICY_ACCOUNT, account).replace(POLICY_DEPLOYMENT, deployment)
+    policy: dict[str, Any] = json.loads(text)
     return policy
+
+
+def identity_tags(dag_id: str = "iam_dag", deployment: str = DEPLOYMENT) -> list[dict[str, str]]:
+    """The identity tags a task of ``deployment`` puts on what it creates."""
+    return AirflowIdentity(dag_id, "train", "manual__1", -1, 1, deployment).tags()
 
 
 def run_trigger(trigger: SageMakerCapacityTrigger, timeout: float = 60) -> dict[str, Any]:
@@ -89,7 +107,7 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
     import os
 
     sm = offline_sm_server
-    env = sm.airflow_env(conn_id="aws_default")
+    env = {**sm.airflow_env(conn_id="aws_default"), "AIRFLOW__SM_PREFS__DEPLOYMENT_ID": DEPLOYMENT}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     dags = _load(ROOT / "tests" / "dags" / "sm_prefs_test_dags.py", "iam_policy_test_dags")
@@ -189,7 +207,9 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                 }
             )
             hook = SageMakerPreferenceHook(aws_conn_id="aws_default")
-            request, prefs = build_request("processing", processing_config("prep-2"), ["ml.c5.xlarge"], 1200)
+            request, prefs = build_request(
+                "processing", {**processing_config("prep-2"), "Tags": identity_tags()}, ["ml.c5.xlarge"], 1200
+            )
             hook.create_job(JobKind.PROCESSING, request, prefs)
             with advancing_once_served(sm, "ListProcessingJobs", 4 * 3600):
                 event = run_trigger(
@@ -200,19 +220,22 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["processing-completion"] = event["status"]
             request, prefs = build_request(
                 "training",
-                training_config("killed", ResourceConfig={"VolumeSizeInGB": 50}),
+                training_config("killed", ResourceConfig={"VolumeSizeInGB": 50}, Tags=identity_tags()),
                 [{"instance_type": G6, "instance_count": 1}],
                 3600,
             )
             hook.create_job(JobKind.TRAINING, request, prefs)
-            asyncio.run(SageMakerCapacityTrigger("killed", poll_interval=0.1).on_kill())
+            # The trigger carries its task's claim: on_kill stops only a job whose tags prove it the task's.
+            owner = OwnerClaim.of_tags({t["Key"]: t["Value"] for t in identity_tags()}, created=True)
+            killing = SageMakerCapacityTrigger("killed", poll_interval=0.1, owner=owner.as_dict())
+            asyncio.run(killing.on_kill())
             states["on-kill"] = sm.job("killed")["status"]
             _count(stats, sm.stats())
 
             # The reconciler: lists the running jobs, reads their tags (ListTags), Describes and stops
             # the ones whose owner is gone (here every owner is: a source that finds no task instance).
             sm.load_scenario({"time_scale": 0})
-            owner = AirflowIdentity("gone_dag", "train", "manual__1", -1, 1, "iam-tests").tags()
+            owner = identity_tags("gone_dag")
             request, prefs = build_request(
                 "training",
                 training_config("orphan", Tags=owner),
@@ -224,9 +247,10 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                 "processing", {**processing_config("orphan-prep"), "Tags": owner}, ["ml.c5.xlarge"], None
             )
             hook.create_job(JobKind.PROCESSING, request, prefs)
-            report = Reconciler(
-                hook, _NoOwners(), "iam-tests", dry_run=False, max_calls_per_second=None
-            ).run()
+            reconciler_from = len(calls)
+            report = Reconciler(hook, _NoOwners(), DEPLOYMENT, dry_run=False, max_calls_per_second=None).run()
+            reconciler_calls = calls[reconciler_from:]
+            del calls[reconciler_from:]
             states["reconciler"] = f"{report.as_dict()['stopped']} stopped"
             _count(stats, sm.stats())
 
@@ -248,10 +272,11 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["hyperpod-scale"] = run.state
             _count(stats, sm.stats())
 
-            # Event mode: the wait reads the queue (ReceiveMessage, DeleteMessageBatch) and announces
-            # its consumer to its peers (SendMessage, SendMessageBatch). The clock stands still until the
-            # consumer has made each of those calls (its presence sent, come back and offered again), so
-            # the job is still waiting while it does, however slow the machine.
+            # Event mode: the wait reads the queue (ReceiveMessage, DeleteMessageBatch) and releases an
+            # event about a job it does not watch for a peer (ChangeMessageVisibilityBatch); it never
+            # sends. The clock stands still until the consumer has made each of those calls (the
+            # bystander's event released, come back and dropped), so the job is still waiting while it
+            # does, however slow the machine.
             os.environ["AIRFLOW__SM_PREFS__EVENT_QUEUE_URL"] = event_queue_url
             try:
                 sm.load_scenario(
@@ -264,8 +289,14 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                         },
                     }
                 )
-                request, prefs = build_request("training", training_config("evented"), [G6, G5], 86400)
+                request, prefs = build_request(
+                    "training", training_config("evented", Tags=identity_tags()), [G6, G5], 86400
+                )
                 hook.create_job(JobKind.TRAINING, request, prefs)
+                # The EventBridge rule's part (not the provider's): an event about a job nobody here waits on.
+                setup_from = len(calls)
+                sm.boto3_client("sqs").send_message(QueueUrl=event_queue_url, MessageBody=bystander_event())
+                del calls[setup_from:]
 
                 def queue_calls_made() -> bool:
                     consumers = [
@@ -274,7 +305,8 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                         if c.queue_url == event_queue_url
                     ]
                     return any(
-                        c.stats.receives and c.stats.presence_sent >= 2 and c.stats.deleted for c in consumers
+                        c.stats.receives and c.stats.passed and c.stats.expired and c.stats.deleted
+                        for c in consumers
                     )
 
                 with advancing_once(sm, queue_calls_made, 3000):
@@ -295,10 +327,29 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
                 os.environ[key] = value
     return {
         "calls": list(calls),
+        "reconciler_calls": reconciler_calls,
         "states": states,
         "stats": stats,
         "account": str(sm.scenario_dict()["account_id"]),
     }
+
+
+def bystander_event() -> str:
+    """SageMaker's event about a training job of another deployment, as the queue's rule delivers it."""
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-job/bystander"
+    detail = {"TrainingJobName": "bystander", "TrainingJobArn": arn, "TrainingJobStatus": "InProgress"}
+    return json.dumps(
+        {
+            "version": "0",
+            "id": "bystander-1",
+            "detail-type": "SageMaker Training Job State Change",
+            "source": "aws.sagemaker",
+            "account": "123456789012",
+            "region": "us-east-1",
+            "resources": [arn],
+            "detail": detail,
+        }
+    )
 
 
 class _NoOwners:
@@ -340,8 +391,23 @@ def test_every_aws_call_the_provider_makes_is_granted_by_the_policy(exercised: d
     assert iam.denied(policy_for(account), requests) == []
 
 
+def test_every_call_of_a_reconciler_pass_is_granted_by_the_reconciler_policy(
+    exercised: dict[str, Any],
+) -> None:
+    account = exercised["account"]
+    tags = iam.tags_after(exercised["calls"], account=account)
+    requests = iam.required(exercised["reconciler_calls"], account=account, resource_tags=tags)
+    assert {r.action for r in requests} >= {"sagemaker:ListTags", "sagemaker:StopTrainingJob"}
+    policy = policy_for(account, RECONCILER_POLICY)
+    assert iam.denied(policy, requests) == []
+    # ... and it grants nothing a pass does not use.
+    assert iam.granted_actions(policy) - {r.action for r in requests} == set()
+
+
 def test_every_operation_the_emulator_saw_is_in_the_policy(exercised: dict[str, Any]) -> None:
-    granted = iam.granted_actions(policy_for(exercised["account"]))
+    granted = iam.granted_actions(policy_for(exercised["account"])) | iam.granted_actions(
+        policy_for(exercised["account"], RECONCILER_POLICY)
+    )
     seen = {f"{SERVICE_OF[op]}:{op}" for op in exercised["stats"]["operations"]}
     assert seen and seen <= granted, sorted(seen - granted)
 
@@ -361,7 +427,7 @@ def test_tags_on_create_need_add_tags_and_the_role_needs_pass_role_to_sagemaker_
         iam.Request(
             "sagemaker:AddTags",
             f"arn:aws:sagemaker:us-east-1:{account}:training-job/tagged",
-            (("sagemaker:TaggingAction", "CreateTrainingJob"),),
+            (("sagemaker:TaggingAction", "CreateTrainingJob"), *request_tags(tagged_run_tags(exercised))),
         )
         in requests
     )
@@ -383,3 +449,226 @@ def test_tags_on_create_need_add_tags_and_the_role_needs_pass_role_to_sagemaker_
         a.startswith(("sagemaker:Delete", "sagemaker:CreateModel", "sagemaker:CreateEndpoint"))
         for a in iam.granted_actions(policy)
     )
+
+
+# ------------------------------------------------------------------ what a spoofing DAG cannot do
+
+ACCOUNT = "123456789012"
+JOB = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:training-job/someone-elses"
+PROCESSING_JOB = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:processing-job/someone-elses"
+CLUSTER = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/someone-elses"
+QUEUE = f"arn:aws:sqs:us-east-1:{ACCOUNT}:sagemaker-job-events"
+RULE = f"arn:aws:events:us-east-1:{ACCOUNT}:rule/sagemaker-job-events"
+CREATE_OF = {
+    "training-job": "CreateTrainingJob",
+    "processing-job": "CreateProcessingJob",
+    "cluster": "CreateCluster",
+}
+
+
+def request_tags(tags: list[dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The condition context of a request that carries ``tags`` (as :func:`harness.iam.required` sets it)."""
+    pairs = {t["Key"]: t["Value"] for t in tags}
+    return (
+        *((f"aws:RequestTag/{k}", v) for k, v in sorted(pairs.items())),
+        *(("aws:TagKeys", k) for k in sorted(pairs)),
+    )
+
+
+def resource_tags(tags: list[dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple((f"aws:ResourceTag/{t['Key']}", t["Value"]) for t in sorted(tags, key=lambda t: t["Key"]))
+
+
+def tagged_run_tags(exercised: dict[str, Any]) -> list[dict[str, str]]:
+    """The Tags the "tagged" run's CreateTrainingJob sent (its own and the identity tags)."""
+    creates = [
+        c
+        for c in exercised["calls"]
+        if c.operation == "CreateTrainingJob" and c.params["TrainingJobName"] == "tagged"
+    ]
+    tags: list[dict[str, str]] = creates[0].params["Tags"]
+    return tags
+
+
+def test_the_runs_tag_everything_they_create_with_this_deployment(exercised: dict[str, Any]) -> None:
+    """What makes the tag conditions hold for the provider: every Create carries the deployment's tag."""
+    creates = [c for c in exercised["calls"] if c.service == "sagemaker" and c.operation.startswith("Create")]
+    assert creates
+    for call in creates:
+        assert {"Key": "sm-prefs:deployment", "Value": DEPLOYMENT} in call.params.get("Tags", []), (
+            call.operation
+        )
+
+
+@pytest.mark.parametrize("resource", [JOB, PROCESSING_JOB, CLUSTER])
+def test_the_task_role_creates_only_with_this_deployments_identity_tags(resource: str) -> None:
+    policy = policy_for(ACCOUNT)
+    action = "sagemaker:" + CREATE_OF[resource.split(":")[5].split("/")[0]]
+    assert iam.allows(policy, iam.Request(action, resource, request_tags(identity_tags())))
+    assert not iam.allows(policy, iam.Request(action, resource))
+    assert not iam.allows(
+        policy, iam.Request(action, resource, request_tags([{"Key": "team", "Value": "ml"}]))
+    )
+    assert not iam.allows(
+        policy, iam.Request(action, resource, request_tags(identity_tags(deployment="other")))
+    )
+    # The deployment's tag alone is not an identity: the task's keys must be there too.
+    only_deployment = [t for t in identity_tags() if t["Key"] == "sm-prefs:deployment"]
+    assert not iam.allows(policy, iam.Request(action, resource, request_tags(only_deployment)))
+
+
+@pytest.mark.parametrize("path", [POLICY, RECONCILER_POLICY], ids=["task-role", "reconciler-role"])
+@pytest.mark.parametrize(
+    ("action", "resource"),
+    [
+        ("sagemaker:StopTrainingJob", JOB),
+        ("sagemaker:StopProcessingJob", PROCESSING_JOB),
+        ("sagemaker:UpdateCluster", CLUSTER),
+    ],
+)
+def test_a_role_stops_or_scales_only_what_carries_this_deployments_tag(
+    path: Path, action: str, resource: str
+) -> None:
+    policy = policy_for(ACCOUNT, path)
+    ours = resource_tags(identity_tags())
+    if action == "sagemaker:UpdateCluster" and path == RECONCILER_POLICY:
+        assert not iam.allows(policy, iam.Request(action, resource, ours))  # a reconciler scales nothing
+        return
+    assert iam.allows(policy, iam.Request(action, resource, ours))
+    assert not iam.allows(policy, iam.Request(action, resource))  # untagged: nobody's
+    theirs = resource_tags(identity_tags(deployment="other"))
+    assert not iam.allows(policy, iam.Request(action, resource, theirs))
+
+
+@pytest.mark.parametrize("path", [POLICY, RECONCILER_POLICY], ids=["task-role", "reconciler-role"])
+@pytest.mark.parametrize("resource", [JOB, PROCESSING_JOB, CLUSTER])
+def test_no_role_adds_tags_to_a_resource_that_exists(path: Path, resource: str) -> None:
+    """AddTags outside a Create would let a DAG put this deployment's tag on another's job, and a
+    reconciler stop it."""
+    policy = policy_for(ACCOUNT, path)
+    forged = request_tags(identity_tags())
+    assert not iam.allows(policy, iam.Request("sagemaker:AddTags", resource, forged))
+    theirs = resource_tags(identity_tags("x", "other"))
+    assert not iam.allows(policy, iam.Request("sagemaker:AddTags", resource, (*forged, *theirs)))
+    if path == POLICY:  # tagging at create, with the deployment's tag, stays allowed
+        create = CREATE_OF[resource.split(":")[5].split("/")[0]]
+        at_create = (("sagemaker:TaggingAction", create), *forged)
+        assert iam.allows(policy, iam.Request("sagemaker:AddTags", resource, at_create))
+
+
+@pytest.mark.parametrize("path", [POLICY, RECONCILER_POLICY], ids=["task-role", "reconciler-role"])
+def test_no_role_sends_to_the_event_queue(path: Path) -> None:
+    policy = policy_for(ACCOUNT, path)
+    assert not iam.allows(policy, iam.Request("sqs:SendMessage", QUEUE))
+    assert not iam.allows(policy, iam.Request("sqs:SendMessageBatch", QUEUE))
+    assert not any(a.startswith("sqs:Send") or a == "sqs:*" for a in iam.granted_actions(policy))
+
+
+def test_the_reconciler_role_creates_nothing_and_reads_no_queue() -> None:
+    granted = iam.granted_actions(policy_for(ACCOUNT, RECONCILER_POLICY))
+    forbidden = ("sagemaker:Create", "sagemaker:AddTags", "sagemaker:Update", "sqs:", "iam:")
+    assert granted and not any(a.startswith(forbidden) for a in granted)
+
+
+def test_only_the_eventbridge_rule_sends_to_the_event_queue() -> None:
+    policy = policy_for(ACCOUNT, QUEUE_POLICY)
+    send = iam.Request("sqs:SendMessage", QUEUE, (("aws:SourceArn", RULE),))
+    assert iam.allows(policy, send, principal="events.amazonaws.com")
+    # Another rule (of this account or another), or no rule at all.
+    other_rule = iam.Request("sqs:SendMessage", QUEUE, (("aws:SourceArn", RULE.replace("job-events", "x")),))
+    assert not iam.allows(policy, other_rule, principal="events.amazonaws.com")
+    assert not iam.allows(policy, iam.Request("sqs:SendMessage", QUEUE), principal="events.amazonaws.com")
+    assert not iam.allows(policy, send, principal="sns.amazonaws.com")
+    # A role of the account, even one whose own policy grants sqs:* (the queue's Deny wins).
+    for caller in (f"arn:aws:iam::{ACCOUNT}:role/airflow-task", f"arn:aws:iam::{ACCOUNT}:root"):
+        assert not iam.allows(policy, iam.Request("sqs:SendMessage", QUEUE), principal=caller)
+        assert not iam.allows(policy, send, principal=caller)
+        own = {"Effect": "Allow", "Action": "sqs:*", "Resource": "*", "Principal": {"AWS": caller}}
+        with_own = {"Statement": [*policy["Statement"], own]}
+        assert not iam.allows(with_own, iam.Request("sqs:SendMessage", QUEUE), principal=caller)
+
+
+def test_the_evaluator_follows_aws_for_missing_keys_and_set_operators() -> None:
+    """Explicit deny wins; a missing key is false except under Null, IfExists, a negated operator and
+    ForAllValues; ForAnyValue needs one match, ForAllValues every one."""
+
+    def allow(condition: dict[str, Any]) -> dict[str, Any]:
+        return {"Statement": [{"Effect": "Allow", "Action": "s:A", "Resource": "*", "Condition": condition}]}
+
+    bare = iam.Request("s:A", "r")
+    keyed = iam.Request("s:A", "r", (("aws:TagKeys", "a"), ("aws:TagKeys", "b")))
+    assert not iam.allows(allow({"StringEquals": {"k": "v"}}), bare)
+    assert iam.allows(allow({"StringEqualsIfExists": {"k": "v"}}), bare)
+    assert iam.allows(allow({"StringNotEquals": {"k": "v"}}), bare)
+    assert iam.allows(allow({"Null": {"k": "true"}}), bare)
+    assert not iam.allows(allow({"Null": {"k": "false"}}), bare)
+    assert iam.allows(allow({"ForAllValues:StringEquals": {"aws:TagKeys": ["a", "b", "c"]}}), keyed)
+    assert not iam.allows(allow({"ForAllValues:StringEquals": {"aws:TagKeys": ["a"]}}), keyed)
+    assert iam.allows(allow({"ForAllValues:StringEquals": {"aws:TagKeys": ["a"]}}), bare)
+    assert iam.allows(allow({"ForAnyValue:StringEquals": {"aws:TagKeys": ["b", "z"]}}), keyed)
+    assert not iam.allows(allow({"ForAnyValue:StringEquals": {"aws:TagKeys": ["z"]}}), keyed)
+    assert not iam.allows(allow({"ForAnyValue:StringEquals": {"aws:TagKeys": ["a"]}}), bare)
+    assert not iam.allows(allow({"StringEquals": {"aws:TagKeys": "a"}}), keyed)  # single-valued on a set
+    assert iam.allows(allow({"StringEquals": {"K": ["x", "v"]}}), iam.Request("s:A", "r", (("k", "v"),)))
+    assert not iam.allows(allow({"SomethingElse": {"k": "v"}}), iam.Request("s:A", "r", (("k", "v"),)))
+    deny = {"Effect": "Deny", "Action": "s:*", "Resource": "*"}
+    assert not iam.allows({"Statement": [*allow({})["Statement"], deny]}, bare)
+
+
+def simulate(
+    sm: Any,
+    policy: dict[str, Any],
+    request: iam.Request,
+    resource_policy: dict[str, Any] | None = None,
+    caller: str | None = None,
+) -> str:
+    """The offline SageMaker's IAM ``SimulateCustomPolicy`` decision for ``request`` (botocore, over HTTP)."""
+    values: dict[str, list[str]] = {}
+    for key, value in request.context:
+        values.setdefault(key, []).append(value)
+    entries = [
+        {
+            "ContextKeyName": k,
+            "ContextKeyValues": v,
+            "ContextKeyType": "stringList" if len(v) > 1 else "string",
+        }
+        for k, v in values.items()
+    ]
+    extra: dict[str, Any] = {"ResourcePolicy": json.dumps(resource_policy)} if resource_policy else {}
+    if caller:
+        extra["CallerArn"] = caller
+    answer = sm.boto3_client("iam").simulate_custom_policy(
+        PolicyInputList=[json.dumps(policy)],
+        ActionNames=[request.action],
+        ResourceArns=[request.resource],
+        ContextEntries=entries,
+        **extra,
+    )
+    decision: str = answer["EvaluationResults"][0]["EvalDecision"]
+    return decision
+
+
+def test_the_offline_sagemakers_iam_simulation_refuses_what_a_spoofing_dag_would_try(
+    offline_sm_server: Any,
+) -> None:
+    sm = offline_sm_server
+    task, reconciler = policy_for(ACCOUNT), policy_for(ACCOUNT, RECONCILER_POLICY)
+    ours, theirs = identity_tags(), identity_tags("x", "other")
+    create = "sagemaker:CreateTrainingJob"
+    assert simulate(sm, task, iam.Request(create, JOB, request_tags(ours))) == "allowed"
+    assert simulate(sm, task, iam.Request(create, JOB)) == "implicitDeny"
+    stop = "sagemaker:StopTrainingJob"
+    assert simulate(sm, task, iam.Request(stop, JOB, resource_tags(ours))) == "allowed"
+    assert simulate(sm, task, iam.Request(stop, JOB, resource_tags(theirs))) == "implicitDeny"
+    assert simulate(sm, reconciler, iam.Request(stop, JOB)) == "implicitDeny"
+    assert simulate(sm, task, iam.Request("sagemaker:AddTags", JOB, request_tags(ours))) == "implicitDeny"
+    assert simulate(sm, task, iam.Request("sqs:SendMessage", QUEUE)) == "implicitDeny"
+    # A role whose own policy grants sqs:* still cannot send: the queue's Deny is explicit.
+    everything = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}],
+    }
+    caller = f"arn:aws:iam::{ACCOUNT}:role/airflow-task"
+    send = iam.Request("sqs:SendMessage", QUEUE)
+    assert simulate(sm, everything, send) == "allowed"
+    assert simulate(sm, everything, send, policy_for(ACCOUNT, QUEUE_POLICY), caller) == "explicitDeny"

@@ -42,7 +42,7 @@ from typing import Any
 
 from offline_sagemaker.admin import ADMIN_PREFIX, own_origins, refusal
 from offline_sagemaker.exceptions import ApiError, InternalFailure, UnknownOperation, ValidationError
-from offline_sagemaker.iam_api import is_simulate_request, simulate_principal_policy
+from offline_sagemaker.iam_api import is_simulate_request, simulate
 from offline_sagemaker.logs_api import MOTO_LOGS
 from offline_sagemaker.operations import (
     RESOURCE_ROUTED,
@@ -186,7 +186,7 @@ class EmulatorApp:
         if "/iam/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):
             body = self._read_body(environ)
             if is_simulate_request(environ.get("REQUEST_METHOD", ""), environ.get("CONTENT_TYPE", ""), body):
-                status, xml = simulate_principal_policy(body, self.service.scenario.iam_denied_actions)
+                status, xml = simulate(body, self.service.scenario.iam_denied_actions)
                 return self._send(status, xml, environ, start_response, content_type="text/xml")
             environ["wsgi.input"] = io.BytesIO(body)  # moto reads the body again
         return self.fallback(environ, start_response)

@@ -104,9 +104,14 @@ def unattended_jobs(af: LocalAirflow, owners: Mapping[str, Owner]) -> list[str]:
     return found
 
 
-def policy_for(account: str) -> dict[str, Any]:
-    """docs/iam-policy.json with its placeholder account replaced by ``account``."""
-    policy: dict[str, Any] = json.loads(POLICY_PATH.read_text().replace(POLICY_ACCOUNT, account))
+#: The placeholder deployment id of the published policies.
+POLICY_DEPLOYMENT = "YOUR-DEPLOYMENT-ID"
+
+
+def policy_for(account: str, deployment: str = POLICY_DEPLOYMENT) -> dict[str, Any]:
+    """docs/iam-policy.json with its placeholder account and deployment id replaced."""
+    text = POLICY_PATH.read_text().replace(POLICY_ACCOUNT, account).replace(POLICY_DEPLOYMENT, deployment)
+    policy: dict[str, Any] = json.loads(text)
     return policy
 
 
@@ -128,26 +133,58 @@ def operations_outside_policy(af: LocalAirflow) -> list[str]:
     stats = af.sm.stats()
     observed = stats.get("access_keys", {}).get(OBSERVER_KEY, {})
     account = str(af.sm.scenario_dict().get("account_id", "123456789012"))
-    policy = policy_for(account)
+    # The policy's conditions read the tags a Create sent and a resource carries: the observer reads them.
+    sagemaker = observer_client(af)
+    jobs = af.sm.jobs()
+    clusters = [c["ClusterArn"] for c in sagemaker.list_clusters().get("ClusterSummaries", [])]
+    tags = {arn: _tags_of(sagemaker, arn) for arn in [job["arn"] for job in jobs] + clusters}
+    deployments = {t["sm-prefs:deployment"] for t in tags.values() if "sm-prefs:deployment" in t}
+    policy = policy_for(account, *deployments) if len(deployments) == 1 else policy_for(account)
+    arn_of = {job["name"]: job["arn"] for job in jobs}
     calls = [
-        iam.Call("sagemaker", op, {JOB_NAME_PARAM[op]: job})
+        iam.Call(
+            "sagemaker", op, {JOB_NAME_PARAM[op]: job, **_create_tags(op, tags.get(arn_of.get(job, ""), {}))}
+        )
         for job, ops in stats["jobs"].items()
         for op in ops
         if op in JOB_NAME_PARAM
     ]
     # Other operations by their service; the counts do not name the training plan a Describe was for,
-    # the HyperPod cluster a call was on, nor the log group a Logs read was for (the policy grants both
-    # SageMaker groups alike).
+    # nor the log group a Logs read was for (the policy grants both SageMaker groups alike); a cluster
+    # operation is checked on every cluster (the counts do not say which one).
     calls += [
-        iam.Call(SERVICE_OF.get(op, "sagemaker"), op, _unnamed_resource(op))
+        call
         for op, count in stats["operations"].items()
         if op not in JOB_NAME_PARAM and op != "ListTags" and count > observed.get(op, 0)
+        for call in _calls_of(op, clusters, tags)
     ]
     if stats["operations"].get("ListTags", 0) > observed.get("ListTags", 0):
         # The counts do not name the resource either; the provider lists the tags of jobs only (the
         # reconciler, of the jobs it finds running): one of each of the emulator's jobs.
-        calls += [iam.Call("sagemaker", "ListTags", {"ResourceArn": job["arn"]}) for job in af.sm.jobs()]
-    return [str(r) for r in iam.denied(policy, iam.required(calls, account=account))]
+        calls += [iam.Call("sagemaker", "ListTags", {"ResourceArn": job["arn"]}) for job in jobs]
+    requests = iam.required(calls, account=account, resource_tags=tags)
+    return [str(r) for r in iam.denied(policy, requests)]
+
+
+def _tags_of(sagemaker: Any, arn: str) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
+
+
+def _create_tags(op: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    """The ``Tags`` a Create sent (the resource's tags now: nothing but a Create tags it)."""
+    if not op.startswith("Create") or not tags:
+        return {}
+    return {"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+
+
+def _calls_of(op: str, clusters: list[str], tags: Mapping[str, Mapping[str, str]]) -> list[iam.Call]:
+    """One call per cluster for a cluster operation (its ARN as the name), else the one call."""
+    if "Cluster" in op and op != "ListClusters" and clusters:
+        return [
+            iam.Call("sagemaker", op, {"ClusterName": arn, **_create_tags(op, tags.get(arn, {}))})
+            for arn in clusters
+        ]
+    return [iam.Call(SERVICE_OF.get(op, "sagemaker"), op, _unnamed_resource(op))]
 
 
 def _unnamed_resource(op: str) -> dict[str, str]:
