@@ -179,7 +179,10 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         )
         if passed is not None:
             if passed.stop_job:
-                self.hook.stop_job(kind, self.job_name, deployment_claim())
+                try:
+                    self.hook.stop_job(kind, self.job_name, deployment_claim())
+                except errors.NotOursError as err:  # the deadline still fails the wait
+                    self.log.error("%s", err)
             passed.event.outcome_or_raise()  # raises its CapacityTimeoutError
         self.log.info("%s: %s, still waiting", self.job_name, job.phase.value)
         return False

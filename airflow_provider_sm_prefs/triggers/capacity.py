@@ -18,7 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
-from airflow_provider_sm_prefs.domain.exceptions import JobFailedError
+from airflow_provider_sm_prefs.domain.exceptions import JobFailedError, NotOursError
 from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import format_duration
@@ -453,7 +453,10 @@ class SageMakerCapacityTrigger(BaseTrigger):
         )
         if passed is not None:
             if passed.stop_job:
-                await self.hook.stop_job_async(client, job.kind, self.job_name, self.claim)
+                try:
+                    await self.hook.stop_job_async(client, job.kind, self.job_name, self.claim)
+                except NotOursError as err:  # the deadline still ends the wait; the job is not ours to stop
+                    self.log.error("%s", err)
             self.log.error("Capacity deadline passed for %s: %s", self.job_name, passed.event.reason)
             return passed.event
         waited = job.timer_passed(self.window_closes_after_seconds)
