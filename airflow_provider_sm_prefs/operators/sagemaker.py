@@ -44,7 +44,6 @@ from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
-    derive_job_name,
 )
 from airflow_provider_sm_prefs.links import persist_job_links
 from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArguments
@@ -54,7 +53,7 @@ from airflow_provider_sm_prefs.operators.guardrail_check import (
     GuardrailCheck,
     with_guardrails,
 )
-from airflow_provider_sm_prefs.operators.identity import IdentityTags, deployment_id, job_claim
+from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
 from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
@@ -276,7 +275,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             # Not worth a retry: the same arguments render the same problems. Nothing was sent to AWS.
             raise AirflowFailException(str(err)) from err
         progress.preferences = prefs.as_list()
-        base_name = self._base_name(run, request)
+        base_name = self.submit_once.base_name(run.ti, request)
         self.log.info(
             "Instance preferences for %s: %s", base_name, prefs.describe(job_level_count(kind, request))
         )
@@ -363,20 +362,6 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             return
         run.push(XComKey.JOB_ARN, arn)
         run.store.update(job_arn=str(arn))
-
-    def _base_name(self, run: TaskTry, request: Mapping[str, Any]) -> str:
-        """The config's job name, or one derived from the task instance when the config gives none."""
-        name_field = self.job_kind.spec.name_field
-        given = request.get(name_field)
-        if given:
-            return str(given)
-        ti = run.ti
-        map_index = getattr(ti, "map_index", -1)
-        name = derive_job_name(
-            ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), deployment_id()
-        )
-        self.log.info("No %s in config: using %s, derived from this task instance and run", name_field, name)
-        return name
 
     def _persist_links(self, run: TaskTry, job_name: str) -> None:
         if self.do_xcom_push:
@@ -555,7 +540,7 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         ti = self._try.ti
         state = current_state(ti)
         mine = getattr(ti, "try_number", None)
-        if state in GOES_ON or (state == "running" and _taken_over(self._try, mine)):
+        if state in GOES_ON or (state == "running" and self._try.taken_over_since(mine)):
             self.log.warning(
                 "Try %s was killed while the task goes on (now %s): job %s is left to the try that follows, "
                 "which reattaches to it",
@@ -592,12 +577,6 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage[Any, Any]:
         """As on complete: the outcome when SageMaker had selected an entry before the task failed."""
         return self._lineage(finished=True)
-
-
-def _taken_over(run: TaskTry, try_number: Any) -> bool:
-    """Whether the job state says a later try than ``try_number`` took the job over."""
-    state = run.store.load_or_none()
-    return state is not None and state.owned_by_later_try(try_number)
 
 
 class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):

@@ -35,8 +35,9 @@ from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome, outcome_from_describe, terminal_error
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import JobStatus, job_status
-from airflow_provider_sm_prefs.hooks.sagemaker import error_code, sanitize_job_name
-from airflow_provider_sm_prefs.operators.identity import job_claim
+from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name, error_code, sanitize_job_name
+from airflow_provider_sm_prefs.operators.identity import deployment_id, job_claim
+from airflow_provider_sm_prefs.operators.task_try import try_number_of
 
 if TYPE_CHECKING:
     from airflow_provider_sm_prefs.operators.task_try import TaskTry
@@ -45,11 +46,6 @@ if TYPE_CHECKING:
 def max_tries_of(context: Context) -> int | None:
     """The task instance's ``max_tries``: Airflow raises it when the task is cleared, never on a retry."""
     value = getattr(context.get("ti"), "max_tries", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def try_number_of(context: Context) -> int | None:
-    value = getattr(context.get("ti"), "try_number", None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -129,6 +125,20 @@ class SubmitOnce:
         self.hook = hook
         self.stop_job_on_kill = stop_job_on_kill
         self.log = log
+
+    def base_name(self, ti: Any, request: Mapping[str, Any]) -> str:
+        """The config's job name, or one derived from the task instance (and the deployment, so that the same
+        DAG run in two deployments of one account never shares a name) when the config gives none."""
+        name_field = self.job_kind.spec.name_field
+        given = request.get(name_field)
+        if given:
+            return str(given)
+        map_index = getattr(ti, "map_index", -1)
+        name = derive_job_name(
+            ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), deployment_id()
+        )
+        self.log.info("No %s in config: using %s, derived from this task instance and run", name_field, name)
+        return name
 
     def name_this_try(
         self,

@@ -12,10 +12,15 @@ from typing import Any
 
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.outcome import XComKey
-from airflow_provider_sm_prefs.operators.submission import try_number_of
 from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 
-__all__ = ["TaskTry"]
+__all__ = ["TaskTry", "try_number_of"]
+
+
+def try_number_of(context: Any) -> int | None:
+    """The try number of the task instance in ``context`` (None when unknown)."""
+    value = getattr(context.get("ti"), "try_number", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,11 @@ class TaskTry:
     @classmethod
     def of(cls, context: Any) -> TaskTry:
         return cls(context, JobStateStore.of(context))
+
+    def taken_over_since(self, try_number: Any) -> bool:
+        """Whether the job state says a later try than ``try_number`` took the job over."""
+        state = self.store.load_or_none()
+        return state is not None and state.owned_by_later_try(try_number)
 
     @property
     def ti(self) -> Any:

@@ -19,10 +19,9 @@ what per-job polling would send.
 
 Event mode (:mod:`.eventbridge_queue`): when an SQS queue of SageMaker's EventBridge events is configured,
 each waiter also subscribes to the process's consumer of that queue, and an event whose detail shows a
-change wakes it at once: with the detail itself when that detail ends the wait, is newer than what
-the waiter has seen and comes from the job's own account and region about the job's ARN as SageMaker
-answered it (:func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`), so the trigger needs
-no Describe; otherwise asking for one. Passes then come only every
+change wakes it at once: with the detail itself when that detail ends the wait, is newer than what the
+waiter has seen and is about the job's ARN as SageMaker answered it, from its account and region
+(:func:`~airflow_provider_sm_prefs.domain.event_detail.weigh_event`): no Describe; else asking for one. Passes then come only every
 ``[sm_prefs] event_safety_list_seconds`` (a safety net under lost events), except while the queue cannot
 be read.
 

@@ -22,6 +22,8 @@ PARAMS: dict[str, Any] = {
     "prefs": None,
     "max_pending": None,
     "out": "",
+    # t_train_lost_answer: the job is selected before its Create is sent again.
+    "selected_before_retry": False,
     "job_name": "",
     # Guardrails before submit (the operators' defaults).
     "preflight": "prune",
@@ -42,6 +44,28 @@ class CrashAfterCreateTrainingOperator(SageMakerPreferenceTrainingOperator):
         if run.ti.try_number == 1:
             raise RuntimeError("worker died right after CreateTrainingJob")
         return describe
+
+
+class LostCreateAnswerTrainingOperator(SageMakerPreferenceTrainingOperator):
+    """Its first Create's answer is lost, as when the connection drops after SageMaker ran the request: the
+    job exists, the task never heard so, and the Create is sent again (ResourceInUse, then a reattach that
+    must prove the job its own from its tags). With ``params.selected_before_retry`` the job is already
+    selected when the Create is sent again (the test moves the clock once it sees the first Create)."""
+
+    def _create(self, run, request, prefs, job_name, claim):  # type: ignore[no-untyped-def]
+        import time
+
+        from airflow_provider_sm_prefs.domain.status import Phase, phase_of
+
+        self.hook.create_job(self.job_kind, request, prefs)  # SageMaker made the job; no answer came back
+        if run.context["params"].get("selected_before_retry"):
+            deadline = time.monotonic() + 120
+            while (
+                phase_of(self.job_kind, self.hook.describe_job(self.job_kind, job_name)) is not Phase.RUNNING
+            ):
+                assert time.monotonic() < deadline, "the job was never selected"
+                time.sleep(0.1)
+        return super()._create(run, request, prefs, job_name, claim)
 
 
 class CrashAfterCompletionTrainingOperator(SageMakerPreferenceTrainingOperator):
@@ -136,6 +160,7 @@ t_train_sync = _dag(
 t_train_untagged = _dag(
     "t_train_untagged", SageMakerPreferenceTrainingOperator, wait_for_completion=False, identity_tags=False
 )
+t_train_lost_answer = _dag("t_train_lost_answer", LostCreateAnswerTrainingOperator, wait_for_completion=False)
 # A hand-off that pushes no XCom at all: only the job's own hand-off tag says it was left running on purpose.
 t_train_handoff_quiet = _dag(
     "t_train_handoff_quiet",

@@ -342,36 +342,51 @@ def test_a_retry_returning_a_completed_outcome_keeps_the_job_links(sm: Any, run_
     assert xcom["sm_prefs_job_logs_link"] == f"{sm.endpoint_url}/_emulator/view/jobs/nightly#logs"
 
 
-def test_name_clash_with_a_running_job_means_reattach(sm: Any, run_test_dag: Any) -> None:
-    # The other job must still run when the task meets it: 10 real seconds of Starting, then it trains.
+def test_a_create_whose_answer_was_lost_reattaches_to_the_job_it_made(sm: Any, run_test_dag: Any) -> None:
+    """SageMaker ran the Create, its answer never came back: the Create sent again meets ResourceInUse, and
+    the job's identity tags prove it this task instance's (a same-name job of anyone else is refused:
+    tests/operators/test_ownership_runs.py)."""
     sm.load_scenario({"time_scale": 10, "job_runtime_seconds": 3600, "phase_seconds": {"starting": 100}})
-    client = sm.boto3_client("sagemaker")
-    from airflow_provider_sm_prefs.domain.preferences import build_request
-
-    request, _ = build_request("training", training_config(), NIGHTLY, 3600)
-    client.create_training_job(**request)
-    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
-    assert states["job"] == "success"
-    assert creates(sm) == 2  # ours was refused with ResourceInUse ...
-    assert len(sm.jobs()) == 1  # ... and reattached to the running one
+    states, xcom = run_test_dag(
+        "t_train_lost_answer", config=training_config(), prefs=NIGHTLY, max_pending=3600
+    )
+    assert states["job"] == "success" and xcom is not None and xcom["job_name"] == "nightly"
+    assert creates(sm) == 2  # the second was refused with ResourceInUse ...
+    assert len(sm.jobs()) == 1  # ... and reattached to the job the first made
 
 
 def test_a_job_already_past_the_wait_is_answered_from_the_look_before_deferring(
     sm: Any, run_test_dag: Any
 ) -> None:
-    from airflow_provider_sm_prefs.domain.preferences import build_request
+    from tests.clock import in_background
 
-    # A slow clock: the job stays in Training for the whole test, however loaded the machine is.
-    sm.load_scenario({**FIRST_CHOICE_SCARCE, "time_scale": 1, "job_runtime_seconds": 86400})
-    request, _ = build_request("training", training_config(), NIGHTLY, 3600)
-    sm.boto3_client("sagemaker").create_training_job(**request)
-    sm.advance(300)  # selected and training: the task reattaches to a job that needs no waiting
-    before = dict(sm.stats()["operations"])
-    states, xcom = run_test_dag("t_train_capacity", config=training_config(), prefs=NIGHTLY, max_pending=3600)
+    # A frozen clock, moved once the first Create is in: the job is selected and training (for a day) when
+    # its Create is sent again, so the task reattaches to a job that needs no waiting.
+    sm.load_scenario({**FIRST_CHOICE_SCARCE, "time_scale": 0, "job_runtime_seconds": 86400})
+    at_retry: dict[str, int] = {}
+
+    def watch(done: Any) -> None:
+        moved = False
+        while not done.wait(0.02):
+            operations = dict(sm.stats()["operations"])
+            if not moved and operations.get("CreateTrainingJob", 0) >= 1:
+                sm.advance(300)
+                moved = True
+            if operations.get("CreateTrainingJob", 0) >= 2 and not at_retry:
+                at_retry.update(operations)
+
+    with in_background(watch):
+        states, xcom = run_test_dag(
+            "t_train_lost_answer",
+            config=training_config(),
+            prefs=NIGHTLY,
+            max_pending=3600,
+            selected_before_retry=True,
+        )
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None and xcom["preference_rank"] == 2
-    calls = {op: n - before.get(op, 0) for op, n in sm.stats()["operations"].items()}
-    # Create (refused: ResourceInUse), the Describe that reattaches, the one before deferring; no trigger.
+    calls = {op: n - at_retry.get(op, 0) for op, n in sm.stats()["operations"].items()}
+    # After the Create sent again: the Describe that reattaches, the one before deferring; no trigger.
     assert calls.get("ListTrainingJobs", 0) == 0
     assert calls.get("DescribeTrainingJob", 0) <= 2, calls
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, IdentityKey, OwnerClaim
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
@@ -18,13 +19,19 @@ G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 2}, {"instance_type": G5, "instance_count": 4}]
 
 
+#: The identity tags of the task the triggers here wait for, as its Create carried them.
+OURS = AirflowIdentity("nightly", "train", "scheduled__1", -1, 1, "tests").as_dict()
+
+
 def submit(sm: Any, name: str, tags: dict[str, str] | None = None) -> None:
-    config = training_config(name, max_runtime_seconds=86400, tags=tags)
+    config = training_config(name, max_runtime_seconds=86400, tags=OURS if tags is None else tags)
     request, _ = build_request("training", config, PREFS, 86400)
     sm.boto3_client("sagemaker").create_training_job(**request)
 
 
 def trigger(name: str, **kwargs: Any) -> SageMakerCapacityTrigger:
+    """A trigger as the operator defers to it: it knows the tags its job was created with."""
+    kwargs.setdefault("owner", OwnerClaim.of_tags(OURS).as_dict())
     return SageMakerCapacityTrigger(job_name=name, preferences=PREFS, poll_interval=0.2, **kwargs)
 
 
@@ -276,6 +283,23 @@ def test_on_kill_cancelled_again_while_at_work_still_stops_the_job(
 
     asyncio.run(main())
     assert sm.job("recancelled")["status"] in ("Stopping", "Stopped")
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        {**OURS, IdentityKey.DEPLOYMENT.value: "af-theirs"},
+        {**OURS, IdentityKey.RUN_ID.value: "scheduled__2"},
+        {},
+    ],
+    ids=["another-deployment", "another-run", "untagged"],
+)
+def test_on_kill_never_stops_a_job_its_task_cannot_prove_its_own(sm: Any, tags: dict[str, str]) -> None:
+    sm.load_scenario(staggered(1, step=100000))
+    submit(sm, "not-mine", tags=tags)
+    asyncio.run(_with_task(trigger("not-mine")).on_kill())  # no supervisor channel: the job would be stopped
+    assert sm.job("not-mine")["status"] == "InProgress"
+    assert sm.stats()["jobs"]["not-mine"].get("StopTrainingJob", 0) == 0
 
 
 def test_on_kill_stops_the_job_when_the_task_state_cannot_be_read(sm: Any) -> None:

@@ -15,6 +15,7 @@ import pytest
 from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_sm_prefs.compat import NULL_XCOM
+from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from airflow_provider_sm_prefs.domain.record import RECORD_KEY
@@ -45,6 +46,8 @@ def stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def trigger(name: str, wait_for: str, plan: FinishPlan | None, **kwargs: Any) -> SageMakerCapacityTrigger:
+    # The jobs here are made by the test as the deferring task's own Create would make them.
+    kwargs.setdefault("owner", OwnerClaim(created=True).as_dict())
     return SageMakerCapacityTrigger(
         job_name=name,
         wait_for=wait_for,
