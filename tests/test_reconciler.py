@@ -62,6 +62,41 @@ PROCESSING = {
 }
 
 
+def add_runs(session: Any, run_ids: Any, rows: Any) -> None:
+    """Runs of :data:`OWNER_DAG` and their task instances ``(run_id, task_id, map_index, state, tries)``."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import insert
+
+    now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    for run_id in run_ids:
+        session.execute(
+            insert(DagRun.__table__).values(
+                dag_id=OWNER_DAG,
+                run_id=run_id,
+                run_type="manual",
+                run_after=now,
+                clear_number=0,
+                state="running",
+                span_status="ended",
+            )
+        )
+    for run_id, task_id, map_index, state, tries in rows:
+        session.execute(
+            insert(TaskInstance.__table__).values(
+                dag_id=OWNER_DAG,
+                task_id=task_id,
+                run_id=run_id,
+                map_index=map_index,
+                state=state,
+                try_number=tries,
+                max_tries=0,
+                pool="default_pool",
+                span_status="ended",
+            )
+        )
+
+
 @pytest.fixture(scope="module")
 def owners(airflow_db: None) -> Iterator[None]:
     """Two runs of the serialized test DAG ``t_null_xcom``: RUN with a task instance per state (the tasks
@@ -70,43 +105,17 @@ def owners(airflow_db: None) -> Iterator[None]:
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
-    from sqlalchemy import delete, insert
+    from sqlalchemy import delete
 
     from tests.conftest import _test_dags
 
     dags = _test_dags()
     dags.t_null_xcom.test(run_conf=dict(dags.PARAMS))  # the DAG in the database, as a deployment has it
-    now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
     with create_session() as session:
-        for run_id in (RUN, LONG_RUN):
-            session.execute(
-                insert(DagRun.__table__).values(
-                    dag_id=OWNER_DAG,
-                    run_id=run_id,
-                    run_type="manual",
-                    run_after=now,
-                    clear_number=0,
-                    state="running",
-                    span_status="ended",
-                )
-            )
         rows = [(RUN, task_id, -1, state, tries) for task_id, (state, tries) in TASKS.items()]
         rows += [(RUN, "fan", index, state, 1) for index, state in MAPPED.items()]
         rows += [(LONG_RUN, "failed", -1, "failed", 1)]
-        for run_id, task_id, map_index, state, tries in rows:
-            session.execute(
-                insert(TaskInstance.__table__).values(
-                    dag_id=OWNER_DAG,
-                    task_id=task_id,
-                    run_id=run_id,
-                    map_index=map_index,
-                    state=state,
-                    try_number=tries,
-                    max_tries=0,
-                    pool="default_pool",
-                    span_status="ended",
-                )
-            )
+        add_runs(session, (RUN, LONG_RUN), rows)
         # What the operators push: handed_off returned its outcome with the job still running
         # (wait_for_completion=False); succeeded was marked success while it waited for completion, after
         # its selection pushed job_status InProgress, and returned nothing.
@@ -418,38 +427,15 @@ def test_a_decoy_run_named_like_a_shortened_run_id_makes_the_job_report_only(
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from sqlalchemy import delete, insert
+    from sqlalchemy import delete
 
     real = "manual__" + "r" * 260 + "#real"
     decoy = tag_value(real)
     assert decoy != real and tag_value(decoy) == decoy  # the decoy's own id is a valid tag: itself
-    now = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
     with create_session() as session:
-        for run_id, state in ((real, "running"), (decoy, "failed")):
-            session.execute(
-                insert(DagRun.__table__).values(
-                    dag_id=OWNER_DAG,
-                    run_id=run_id,
-                    run_type="manual",
-                    run_after=now,
-                    clear_number=0,
-                    state="running",
-                    span_status="ended",
-                )
-            )
-            session.execute(
-                insert(TaskInstance.__table__).values(
-                    dag_id=OWNER_DAG,
-                    task_id="failed",
-                    run_id=run_id,
-                    map_index=-1,
-                    state=state,
-                    try_number=1,
-                    max_tries=0,
-                    pool="default_pool",
-                    span_status="ended",
-                )
-            )
+        add_runs(
+            session, (real, decoy), [(real, "failed", -1, "running", 1), (decoy, "failed", -1, "failed", 1)]
+        )
     try:
         sm.load_scenario({"time_scale": 0})
         create(sm, "j-decoyed", identity("failed", run_id=real))
