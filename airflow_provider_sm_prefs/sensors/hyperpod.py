@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -16,6 +16,8 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     GroupPhase,
     find_group,
     listed_types,
+    pending_bound,
+    provisions_continuously,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
 from airflow_provider_sm_prefs.hooks.clock import service_now
@@ -38,7 +40,8 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
     :param target_count: the count to wait for; None: the group's own ``TargetCount`` when first seen.
     :param accept_minimum: end the wait once the group is InService at its ``MinInstanceCount``.
     :param max_pending: fail as a capacity shortfall this long (seconds or timedelta) after the sensor first
-        looked, if the group is still short.
+        looked, if the group is still short. None: no bound of its own, except on a cluster in
+        ``NodeProvisioningMode: Continuous``, where HyperPod never gives up and three hours apply (logged).
     :param poll_interval: seconds between DescribeCluster calls.
     """
 
@@ -92,6 +95,21 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             event, group = self._watch(context, progress)
         return self.execute_complete(context, event, group=group)
 
+    def _pending_bound(self, cluster: Mapping[str, Any]) -> float | None:
+        """``max_pending``, or three hours on a cluster in Continuous mode when none was given: HyperPod then
+        never gives up on a group short of its target, and this wait would not either (said in the log)."""
+        bound = pending_bound(self._max_pending, provisions_continuously(cluster))
+        if bound != self._max_pending:
+            self.log.warning(
+                "%s has NodeProvisioningMode Continuous, where HyperPod retries without end: without "
+                "max_pending the watch of %s ends after %.0f s as a capacity shortfall; set max_pending to "
+                "choose the bound",
+                self.cluster_name,
+                self.group_name,
+                bound,
+            )
+        return bound
+
     def _watch(self, context: Context, progress: TryProgress) -> tuple[dict[str, Any], dict[str, Any]]:
         cluster = self.hook.describe_cluster(self.cluster_name)
         details = find_group(cluster, self.group_name) if cluster is not None else None
@@ -114,7 +132,7 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             previous_count=-1,  # not this task's request: a rollback shows as a shortfall, never undone here
             requested_at=service_now(cluster).isoformat(),
             accept_after_seconds=0.0 if self.accept_minimum else None,
-            max_pending_seconds=self._max_pending,
+            max_pending_seconds=self._pending_bound(cluster),
             poll_interval=self.poll_interval,
             rollback=False,
             aws_conn_id=self.aws_conn_id,

@@ -421,3 +421,25 @@ def test_a_rollback_only_undoes_a_scale_up_that_is_still_the_groups_last_change(
     task._rollback(group, request)
     updates = sm.stats()["operations"].get("UpdateCluster", 0) - before
     assert (updates, _group_details(sm)["TargetCount"]) == ((1, 2) if rolled_back else (0, now_targets))
+
+
+def test_the_sensor_on_a_continuous_cluster_without_max_pending_gives_up_after_three_hours(
+    sm: Any, airflow_db: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """HyperPod in Continuous mode retries a group short of its target without end: the sensor watching it
+    would wait for ever without a bound of its own."""
+    sm.load_scenario(_scenario(p5=0, p5e=0, p4d=4))
+    _existing_group(
+        sm,
+        cluster_extra={"NodeProvisioningMode": "Continuous", "Orchestrator": EKS},
+        InstanceRequirements={"InstanceTypes": [P5, P5E, P4D]},
+        InstanceCount=8,
+    )
+    with stepping(sm, 300):
+        dagrun = _dags().hp_sensor.test()  # max_pending not given
+    assert {ti.task_id: ti.state for ti in dagrun.get_task_instances()}["watch"] == "failed"
+    record = _record(dagrun, "watch")
+    assert record.failure_kind == "shortfall" and "10800" in (record.reason or ""), record.reason
+    out, err = capfd.readouterr()
+    assert "without max_pending the watch of gpu-workers ends after 10800 s" in out + err
+    assert _group_details(sm)["TargetCount"] == 8  # a sensor never changes the group
