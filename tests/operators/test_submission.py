@@ -168,7 +168,6 @@ def test_a_retry_never_takes_over_or_stops_a_recorded_name_now_held_by_another_o
     """Try 1 recorded ``nightly``, but its Create lost to another deployment's job of that name: try 2 neither
     reattaches to that job nor, after a clear, stops it."""
     from airflow_provider_sm_prefs.compat import AirflowFailException
-
     from airflow_provider_sm_prefs.domain.preferences import build_request
 
     theirs = {**OURS, IdentityKey.DEPLOYMENT.value: "af-theirs"}
