@@ -113,13 +113,22 @@ def airflow(
 
 @pytest.fixture(autouse=True)
 def _isolated(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A scenario that failed half-way must not leave tasks running into the next one."""
+    """A scenario must not leave work running into the next one: tasks of a scenario that failed
+    half-way, and the failure callbacks that run after a run has ended (:func:`e2e_support.settle`)."""
     yield
     if "airflow" in request.fixturenames:
+        from e2e_support import settle
+
         deployment = request.getfixturevalue("airflow")
         abandoned = deployment.fail_active_runs()
         if abandoned:
             sys.stderr.write(f"\nmarked failed after {request.node.name}: {abandoned}\n")
+        try:
+            settle(deployment)
+        except AssertionError as err:
+            # A component killed in the middle of a callback loses it: say so; the next scenario's own
+            # checks show whether anything reached it.
+            sys.stderr.write(f"\nwork of {request.node.name} still running after it ended: {err}\n")
 
 
 def _print_log_tails(deployment: LocalAirflow, lines: int = 40) -> None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
+import sqlalchemy
 from e2e_reliability import Ledger
 
 from harness import iam
@@ -197,7 +201,13 @@ def _unnamed_resource(op: str) -> dict[str, str]:
     return {}
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
+def wait_for(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str,
+    every: float = 0.25,
+    detail: Callable[[], str] | None = None,
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -208,7 +218,8 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            more = f": {detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{more}")
         time.sleep(every)
 
 
@@ -325,3 +336,132 @@ def fleet_waiting_for_capacity(
         },
     )
     return run_id, [f"{prefix}-{i:03d}" for i in range(count)]
+
+
+# -- the work a scenario leaves behind ---------------------------------------------------------------------
+
+#: The triggerer sends the failure callback of a task it ended to the DAG processor (Airflow's own line).
+_CALLBACK_SENT = re.compile(r"Sending callback: .*?ti=TaskInstance\(id=UUID\('([0-9a-f-]{36})'\)")
+#: The DAG processor's file processor runs one (Airflow's own line, in dag_processor/<day>/<bundle>/<file>.log).
+_CALLBACK_RUN = re.compile(
+    r'"timestamp":"(?P<at>[^"]+)".*?"event":"Executing Task callback at index \d+: [^"]*'
+    r'\(ti_id=(?P<ti>[0-9a-f-]{36})\)"'
+)
+#: ... or finds that the task has none (the triggerer sends one for every task it ends).
+_CALLBACK_NONE = re.compile(
+    r'"timestamp":"(?P<at>[^"]+)".*?"event":"Callback requested but no callback found".*?'
+    r'"ti_id":"[^"]*?(?P<ti>[0-9a-f-]{36})'
+)
+#: The title of a task process (Airflow's task runner; LocalExecutor and Celery workers alike).
+_TASK_PROCESS = re.compile(r"^airflow worker -- [0-9a-f-]{36}$")
+
+
+def settle(af: LocalAirflow, timeout: float = 120.0) -> None:
+    """Until the work of the scenarios so far has ended, so that none of it reaches the next scenario.
+
+    A DAG run is ``failed`` before its tasks' failure callbacks have run: a task process reports its
+    state, then runs ``on_failure_callback`` (Airflow's ``finalize``); a task the triggerer ended gets
+    its callback from the DAG processor, seconds later (a parse of its DAG file first). The provider's
+    callback describes the task's job: run after the next scenario reset the offline SageMaker, that
+    call lands in the next scenario's counts. Settled means, each from Airflow's own evidence:
+
+    - no task process of the deployment is alive (its callbacks ran before it exited);
+    - no callback waits in the metadata database for the DAG processor;
+    - every callback the triggerer sent was started by a DAG file processor (its "Executing Task
+      callback" line), and every file processor started before the last such line has exited.
+    """
+    url = af.database.airflow_env()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    seen_waiting: set[str] = set()
+    why = ["not looked yet"]
+    try:
+        wait_for(
+            lambda: _settled(af, engine, seen_waiting, why),
+            timeout,
+            "the scenarios' work to end",
+            every=0.5,
+            detail=lambda: why[0],
+        )
+    finally:
+        engine.dispose()
+
+
+def _settled(af: LocalAirflow, engine: sqlalchemy.Engine, seen_waiting: set[str], why: list[str]) -> bool:
+    """Whether the deployment is settled (see :func:`settle`); else ``why[0]`` says what still runs."""
+    names = list(af.supervisor.procs)
+    tasks = [t for name in names for t in _titles(af.members(name)) if _TASK_PROCESS.match(t)]
+    if tasks:
+        why[0] = f"task processes alive: {tasks}"
+        return False
+    waiting = _waiting_callbacks(engine)
+    if waiting:
+        # Remember whose callbacks waited: once fetched, their rows are gone but they are still owed.
+        seen_waiting.update(ti for ti in waiting if ti)
+        why[0] = f"callbacks waiting for the DAG processor, of task instances {waiting}"
+        return False
+    sent = {m[1] for path in af.log_dir.glob("triggerer*.log") for m in _CALLBACK_SENT.finditer(_read(path))}
+    started: dict[str, float] = {}
+    for path in (af.log_dir / "dag_processor").rglob("*.log"):
+        text = _read(path)
+        for m in itertools.chain(_CALLBACK_RUN.finditer(text), _CALLBACK_NONE.finditer(text)):
+            at = datetime.fromisoformat(m["at"].replace("Z", "+00:00")).timestamp()
+            started[m["ti"]] = max(at, started.get(m["ti"], 0.0))
+    owed_ids = sent | seen_waiting
+    if owed_ids - started.keys():
+        why[0] = f"callbacks sent, not started by the DAG processor: {sorted(owed_ids - started.keys())}"
+        return False
+    owed = [started[ti] for ti in owed_ids]
+    if not owed:
+        return True
+    processor = af.supervisor.procs.get("dag-processor")
+    leader = processor.pid if processor is not None else None
+    last = max(owed)
+    running = [pid for pid in af.members("dag-processor") if pid != leader and _created(pid) <= last + 1.0]
+    why[0] = f"DAG file processors that may still run a callback: {running} ({_titles(running)})"
+    return not running
+
+
+def _waiting_callbacks(engine: sqlalchemy.Engine) -> list[str | None]:
+    """The task instance ids of the callbacks waiting for the DAG processor in the metadata database
+    (table ``callback`` since Airflow 3.1, ``callback_request`` before; rows are deleted once fetched)."""
+    if sqlalchemy.inspect(engine).has_table("callback"):
+        query = "SELECT data FROM callback WHERE type = 'dag_processor'"
+    else:
+        query = "SELECT callback_data FROM callback_request"
+    with engine.connect() as conn:
+        return [_callback_ti(row[0]) for row in conn.execute(sqlalchemy.text(query))]
+
+
+def _callback_ti(value: Any) -> str | None:
+    """The task instance id of a stored callback request (JSON, the request itself JSON-encoded in it)."""
+    data = json.loads(value) if isinstance(value, str) else value
+    request = data.get("req_data", data) if isinstance(data, dict) else data
+    if isinstance(request, str):
+        request = json.loads(request)
+    ti = request.get("ti") if isinstance(request, dict) else None
+    return str(ti["id"]) if isinstance(ti, dict) and "id" in ti else None
+
+
+def _titles(pids: list[int]) -> list[str]:
+    titles = []
+    for pid in pids:
+        try:
+            # setproctitle pads argv with empty strings.
+            titles.append(" ".join(part for part in psutil.Process(pid).cmdline() if part).strip())
+        except psutil.Error:
+            continue
+    return titles
+
+
+def _created(pid: int) -> float:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return float("inf")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

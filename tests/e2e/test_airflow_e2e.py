@@ -681,9 +681,13 @@ def test_invalid_preference_lists_fail_before_any_create_and_the_log_names_entry
         assert ti["try_number"] == 1, f"{case}: an invalid list is not worth a retry"
         log = airflow.task_log("t_train_capacity", run_id, "job")
         assert INVALID[case][2] in log, f"{case}: {log[-2000:]}"
-    operations = airflow.sm.stats()["operations"]
+    stats = airflow.sm.stats()
+    operations = stats["operations"]
     assert not [op for op in operations if op.startswith("Create")], operations
-    assert operations == {}, "nothing at all may reach SageMaker for an invalid list"
+    assert operations == {}, (
+        f"nothing at all may reach SageMaker for an invalid list; per job: {stats['jobs']}, "
+        f"per access key: {stats['access_keys']}"
+    )
     finish(
         airflow,
         ledger,
