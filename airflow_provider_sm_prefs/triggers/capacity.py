@@ -230,6 +230,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if self.finish:
             warm_up(FinishPlan.from_dict(self.finish), self.log)
+        delivered = False
         try:
             async for event in self._wait():
                 ending = await self._ending(event)
@@ -240,10 +241,15 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     await hold_after_deferral(
                         self.log, self.job_name, self.deferred_at, self.min_defer_seconds
                     )
+                delivered = True
                 yield event if ending is None else ending
                 return
         except asyncio.CancelledError:
-            if not TRIGGER_ON_KILL:
+            # A runner that takes the first event and never resumes the generator (dag.test(), a task that
+            # does not defer) leaves it suspended at its yield; asyncio.run's shutdown then cancels the
+            # generator's finalization, which arrives here. The wait is over and its event delivered: no
+            # kill to run.
+            if not TRIGGER_ON_KILL and not delivered:
                 # Before Airflow 3.3 the triggerer has no on_kill: cancelling run is all it does when the
                 # task is marked, cleared or moved to another triggerer, or the triggerer stops. Only a
                 # task read as ended (failed, success...) stops the job here.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -308,6 +309,33 @@ def test_on_kill_stops_the_job_when_the_task_state_cannot_be_read(sm: Any) -> No
     submit(sm, "unreadable")
     asyncio.run(_with_task(trigger("unreadable")).on_kill())
     assert sm.job("unreadable")["status"] in ("Stopping", "Stopped")
+
+
+def test_a_runner_that_takes_the_first_event_and_drops_the_trigger_runs_no_kill(
+    sm: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # dag.test() and a task that does not defer take the first event and never resume the generator;
+    # asyncio.run's shutdown then cancels its finalization. By then the task may have ended (here it reads
+    # "success"): the job whose capacity the event reported must not be stopped by a kill path.
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    monkeypatch.setattr(
+        RuntimeTaskInstance,
+        "get_task_states",
+        staticmethod(lambda **criteria: {"scheduled__1": {"train": "success"}}),
+    )
+    sm.load_scenario(staggered(1, step=0.001))  # G5 has room at once
+    submit(sm, "taken")
+
+    async def inline() -> Any:  # Airflow 3.0's _run_inline_trigger
+        return await _with_task(trigger("taken")).run().__anext__()
+
+    with caplog.at_level(logging.INFO):
+        event = asyncio.run(inline())
+    assert event.payload["status"] == "success"
+    assert sm.stats()["jobs"]["taken"].get("StopTrainingJob", 0) == 0
+    assert sm.job("taken")["status"] == "InProgress"
+    assert "cancelled while its task" not in caplog.text
 
 
 def test_wait_for_completion_reports_the_final_status(sm: Any) -> None:
