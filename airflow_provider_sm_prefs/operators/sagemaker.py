@@ -445,6 +445,8 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             if windows.state is None:
                 stages = windows.load()
                 progress.stages = list(stages.history) if stages else None
+            if event is None:
+                return self._wait_again(run, WaitFor.CAPACITY, deadline)
             received = CapacityEvent.from_payload(event, progress.job_name or "?")
             if windows.ends_stage(received):
                 progress.job_name = received.job_name
@@ -473,6 +475,8 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         with self.recorder.failures(context, progress):
             if windows.state is None:
                 windows.load()
+            if event is None:
+                return self._wait_again(run, WaitFor.COMPLETION, None)
             outcome = self.job_logs.outcome_with_logs(
                 CapacityEvent.from_payload(event, progress.job_name or "?")
             )
@@ -500,6 +504,34 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         self._guardrails = self._guardrails or guardrails or run.recorded_guardrails()
         self._progress.identity_tags = self._progress.identity_tags or run.recorded_identity_tags()
         return run
+
+    def _wait_again(self, run: TaskTry, wait_for: WaitFor, deadline: float | None) -> dict[str, Any] | None:
+        """The wait ended without an event: look at the recorded job again and go on waiting.
+
+        A triggerer resumes a task only with its trigger's event. A runner of triggers in the task's own
+        process (``dag.test()``) resumes it with the deferral's arguments alone when the trigger's run
+        ends without one. Nothing is known about the job then: reading that as an error would fail a task
+        a triggerer keeps waiting, and reading it as a closed window would stop a stage early. The task
+        looks once more and defers again with the same wait (the stage's window still counts from its
+        job's CreationTime), or resumes at once when the look shows the wait over.
+        """
+        state = run.store.load()
+        if state is None:
+            raise errors.JobFailedError(
+                self._progress.job_name or "?",
+                None,
+                "the wait ended without an event and the task's job state records no job to look at",
+            )
+        stages = self._windows.state if self._windows is not None else None
+        listed = stages.submitted if stages is not None else None
+        prefs = listed or InstancePreferenceList.from_response(self._progress.preferences, self.job_kind)
+        self._progress.job_name = state.job_name
+        self.log.warning(
+            "The wait for %s ended without an event (a trigger run in the task's process stopped early): "
+            "looking at the job again and waiting on",
+            state.job_name,
+        )
+        return self._wait(run, wait_for, prefs, deadline)
 
     def _close_window(self, run: TaskTry) -> dict[str, Any] | None:
         """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""

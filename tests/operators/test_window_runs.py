@@ -9,11 +9,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
+from airflow.triggers.base import TriggerEvent
 
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+from airflow_provider_sm_prefs.operators import waiting
+from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from tests.clock import in_background
 from tests.operators.test_dag_runs import processing_config, scenario, training_config
 
@@ -366,3 +371,59 @@ def test_an_entry_left_out_by_the_guardrails_never_returns_in_a_later_stage(
     # p4d's window still counts from the start of the wait: about two hours in, not one.
     stage_one = xcom["return_value"]["stages"][0]
     assert 2 * HOUR <= stage_one["pending_seconds"] < 2 * HOUR + 900
+
+
+class EndsOnceWithoutEventTrigger(SageMakerCapacityTrigger):
+    """The capacity trigger, except that its first run ends without an event after one look at the job.
+
+    ``dag.test()`` then resumes the task with the deferral's arguments alone, as it does whenever the
+    inline run of a trigger ends without one. Which run is the first is kept in a file (``ENDED``), so the
+    trigger dag.test() rebuilds from its class path finds it however the module was imported.
+    """
+
+    ENDED: ClassVar[Path | None] = None
+    #: The job's secondary status at the early end.
+    LOOKED: ClassVar[list[str]] = []
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        ended = type(self).ENDED
+        if ended is not None and not ended.exists():
+            ended.write_text(self.job_name)
+            async with await self.hook.get_async_conn() as client:
+                describe = await SageMakerPreferenceHook.describe_job_async(client, self.kind, self.job_name)
+            type(self).LOOKED.append(str((describe or {}).get("SecondaryStatus")))
+            return
+        async for event in super().run():
+            yield event
+            return
+
+
+def test_a_wait_that_ends_without_an_event_looks_again_and_waits_on_instead_of_failing(
+    sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Stage 1's trigger stops early, with the job Pending and its window an hour away; a triggerer would
+    # have kept waiting. The task must look again and defer with the same window, not fail (or close it).
+    monkeypatch.setattr(waiting, "SageMakerCapacityTrigger", EndsOnceWithoutEventTrigger)
+    monkeypatch.setattr(EndsOnceWithoutEventTrigger, "ENDED", tmp_path / "ended")
+    monkeypatch.setattr(EndsOnceWithoutEventTrigger, "LOOKED", [])
+    sm.load_scenario(p5_frees_at(10 * HOUR))
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_train_capacity", config=training_config(), prefs=windows(None, HOUR), max_pending=4 * HOUR
+        )
+    assert EndsOnceWithoutEventTrigger.LOOKED == ["Pending"]  # it did end early, the job still waiting
+    assert (tmp_path / "ended").read_text() == "nightly"
+    assert states == {"job": "success", "consume": "success"}
+    assert xcom is not None
+    assert (xcom["job_name"], xcom["selected_instance_type"], xcom["preference_rank"]) == (
+        "nightly-s2",
+        G5,
+        2,
+    )
+    stages = xcom["return_value"]["stages"]
+    assert [(s["stage"], s["job_name"], s["ended"]) for s in stages] == [
+        (1, "nightly", "escalated"),
+        (2, "nightly-s2", "selected"),
+    ]
+    # Stage 1 still had its whole window: closed about an hour in, not at the early end.
+    assert HOUR <= stages[0]["pending_seconds"] < HOUR + 900
