@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_sm_prefs.domain.hyperpod_rollback import scale_up_key
 from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, OwnerClaim
 from airflow_provider_sm_prefs.domain.preferences import JobKind, build_request
 from airflow_provider_sm_prefs.domain.reconcile import Gone
@@ -234,7 +235,29 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
 
             # The reconciler: lists the running jobs, reads their tags (ListTags), Describes and stops
             # the ones whose owner is gone (here every owner is: a source that finds no task instance).
-            sm.load_scenario({"time_scale": 0})
+            # And a HyperPod group scaled up by a task that is gone (its ledger entry says 1 -> 2 nodes): it
+            # reads the clusters' tags and the group, and scales it back.
+            sm.load_scenario(
+                {
+                    "time_scale": 0,
+                    "capacity": {"ml.p5.48xlarge": [{"from": 0, "free": 8}]},
+                    "clusters": {"node_provisioning_seconds": 60},
+                }
+            )
+            hook.conn.create_cluster(
+                ClusterName="orphaned",
+                InstanceGroups=[
+                    {
+                        "InstanceGroupName": "g",
+                        "InstanceRequirements": {"InstanceTypes": ["ml.p5.48xlarge"]},
+                        "InstanceCount": 2,
+                        "ExecutionRole": "arn:aws:iam::123456789012:role/SageMakerHyperPodNodeRole",
+                        "LifeCycleConfig": {"SourceS3Uri": "s3://b/lc/", "OnCreate": "on_create.sh"},
+                    }
+                ],
+                Tags=identity_tags("gone_dag"),
+            )
+            sm.advance(300)
             owner = identity_tags("gone_dag")
             request, prefs = build_request(
                 "training",
@@ -251,7 +274,8 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             report = Reconciler(hook, _NoOwners(), DEPLOYMENT, dry_run=False, max_calls_per_second=None).run()
             reconciler_calls = calls[reconciler_from:]
             del calls[reconciler_from:]
-            states["reconciler"] = f"{report.as_dict()['stopped']} stopped"
+            summary = report.as_dict()
+            states["reconciler"] = f"{summary['stopped']} stopped, {summary['scaled_back']} scaled back"
             _count(stats, sm.stats())
 
             # HyperPod: a flexible group created with its cluster (tags on create, the node role passed),
@@ -361,6 +385,24 @@ class _NoOwners:
     def run_ids(self, dag_id: str, task_id: str) -> list[str]:
         return []
 
+    def variable(self, key: str) -> str | None:
+        if key != scale_up_key("us-east-1", "orphaned", "g"):
+            return None
+        return json.dumps(
+            {
+                "deployment": DEPLOYMENT,
+                "dag_id": "gone_dag",
+                "task_id": "scale",
+                "run_id": "manual__gone",
+                "map_index": -1,
+                "try_number": 1,
+                "cluster_name": "orphaned",
+                "group_name": "g",
+                "previous_count": 1,
+                "target_count": 2,
+            }
+        )
+
 
 def _count(total: dict[str, Any], stats: dict[str, Any]) -> None:
     for op, n in stats["operations"].items():
@@ -381,7 +423,7 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "event-mode": "success",
         "hyperpod": "success",
         "hyperpod-scale": "success",
-        "reconciler": "2 stopped",
+        "reconciler": "2 stopped, 1 scaled back",
     }
 
 
@@ -531,9 +573,6 @@ def test_a_role_stops_or_scales_only_what_carries_this_deployments_tag(
 ) -> None:
     policy = policy_for(ACCOUNT, path)
     ours = resource_tags(identity_tags())
-    if action == "sagemaker:UpdateCluster" and path == RECONCILER_POLICY:
-        assert not iam.allows(policy, iam.Request(action, resource, ours))  # a reconciler scales nothing
-        return
     assert iam.allows(policy, iam.Request(action, resource, ours))
     assert not iam.allows(policy, iam.Request(action, resource))  # untagged: nobody's
     theirs = resource_tags(identity_tags(deployment="other"))
@@ -565,9 +604,20 @@ def test_no_role_sends_to_the_event_queue(path: Path) -> None:
 
 
 def test_the_reconciler_role_creates_nothing_and_reads_no_queue() -> None:
-    granted = iam.granted_actions(policy_for(ACCOUNT, RECONCILER_POLICY))
-    forbidden = ("sagemaker:Create", "sagemaker:AddTags", "sagemaker:Update", "sqs:", "iam:")
+    policy = policy_for(ACCOUNT, RECONCILER_POLICY)
+    granted = iam.granted_actions(policy)
+    forbidden = ("sagemaker:Create", "sagemaker:AddTags", "sqs:")
     assert granted and not any(a.startswith(forbidden) for a in granted)
+    # It updates clusters only to scale a group back (on this deployment's clusters, tested above), and
+    # passes a group's node role back to SageMaker only, as UpdateCluster requires.
+    assert {a for a in granted if a.startswith(("sagemaker:Update", "iam:"))} == {
+        "sagemaker:UpdateCluster",
+        "iam:PassRole",
+    }
+    node_role = f"arn:aws:iam::{ACCOUNT}:role/SageMakerHyperPodNodeRole"
+    assert not iam.allows(
+        policy, iam.Request("iam:PassRole", node_role, (("iam:PassedToService", "ec2.amazonaws.com"),))
+    )
 
 
 def test_only_the_eventbridge_rule_sends_to_the_event_queue() -> None:

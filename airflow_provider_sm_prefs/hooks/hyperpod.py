@@ -48,6 +48,15 @@ def scale_specification(
     return spec
 
 
+def busy_rollback_message(previous_count: int) -> str:
+    """What a task says when the cluster refuses its rollback because it is updating."""
+    return (
+        f"the cluster is updating and refuses the rollback to {previous_count} nodes: scale it down once it is "
+        f"InService (outside Continuous mode HyperPod rolls an unmet scale-up back itself within three hours; "
+        f"the reconciler scales it back on a later pass)"
+    )
+
+
 def is_busy(err: BaseException) -> bool:
     """SageMaker refuses the update while the cluster is busy with another (outside Continuous mode)."""
     return isinstance(err, ClientError) and error_code(err) == "ConflictException"
@@ -97,11 +106,16 @@ class SageMakerHyperPodHook(ProviderAwsHook):
         count: int | None = None,
     ) -> dict[str, Any]:
         """UpdateCluster: add the group, or set an existing group's list and count (:func:`scale_specification`)."""
-        spec = scale_specification(group, cluster, count)
+        return self.update_groups(cluster_name, group, [scale_specification(group, cluster, count)])
+
+    def update_groups(
+        self, cluster_name: str, group: FlexibleGroup, specifications: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """UpdateCluster with these group specifications (rejections become the domain's cluster errors)."""
         return self._submit(
             cluster_name,
             group,
-            lambda: self.conn.update_cluster(ClusterName=cluster_name, InstanceGroups=[spec]),
+            lambda: self.conn.update_cluster(ClusterName=cluster_name, InstanceGroups=specifications),
         )
 
     def _submit(self, cluster_name: str, group: FlexibleGroup, call: Any) -> dict[str, Any]:

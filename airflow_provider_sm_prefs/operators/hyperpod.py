@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_sm_prefs.compat import AirflowFailException
+from airflow_provider_sm_prefs.compat import AirflowFailException, set_variable
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.hyperpod import (
     GROUP_STATE_KEY,
@@ -30,7 +30,6 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     find_group,
     pending_bound,
     provisions_continuously,
-    rollback_refusal,
     took_effect,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
@@ -39,11 +38,18 @@ from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
     group_outcome,
     request_fields,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_rollback import (
+    SCALE_UP_DESCRIPTION,
+    RollbackResult,
+    ScaleUp,
+    plan_rollback,
+    scale_up_key,
+)
 from airflow_provider_sm_prefs.domain.identity import IDENTITY_XCOM_KEY, with_identity
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now
-from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.identity import identity_of, identity_tags_enabled
 from airflow_provider_sm_prefs.operators.task_try import try_number_of
@@ -289,6 +295,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
                 try_number=try_number_of(context),
             )
         )
+        self._record_scale_up(context, request)
         if cluster is None:
             if self._create_config is None:
                 raise errors.ClusterConfigError(
@@ -314,6 +321,24 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             reattached=False,
             continuous=continuous,
         )
+
+    def _record_scale_up(self, context: Context, request: GroupRequest) -> None:
+        """The group's ledger entry, before the request: the reconciler scales the group back from it if this
+        task ends without doing so itself (killed ``-9``, its run deleted). A failed write is logged only:
+        the task's own rollback does not need it."""
+        if request.target_count <= request.previous_count:
+            return
+        key = scale_up_key(str(self.hook.conn_region_name or ""), self.cluster_name, request.group_name)
+        try:
+            entry = ScaleUp.of(identity_of(context), request, rollback=bool(self.rollback_on_failure))
+            set_variable(key, entry.as_stored(), SCALE_UP_DESCRIPTION)
+        except Exception:
+            self.log.warning(
+                "Could not record the scale-up in the Airflow Variable %s: if this task cannot scale the group "
+                "back itself, the reconciler will not either",
+                key,
+                exc_info=True,
+            )
 
     def _trigger(
         self,
@@ -417,37 +442,25 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         """Scale the group back to its count before this task's request (never deletes anything)."""
         if not self.rollback_on_failure or request is None or not request.is_for(self.cluster_name, group):
             return
-        cluster = self.hook.describe_cluster(self.cluster_name)
-        current = find_group(cluster, group.group_name) if cluster is not None else None
-        if (
-            cluster is None
-            or current is None
-            or int(current.get("TargetCount") or 0) == request.previous_count
-        ):
-            return
-        refusal = rollback_refusal(current, request.target_count)
-        if refusal is not None:
-            self.log.error("Not rolling back %s/%s: %s", self.cluster_name, group.group_name, refusal)
+        name = f"{self.cluster_name}/{group.group_name}"
+        plan = plan_rollback(
+            self.hook.describe_cluster(self.cluster_name),
+            group.group_name,
+            request.target_count,
+            request.previous_count,
+        )
+        if plan.result is RollbackResult.REFUSED:
+            self.log.error("Not rolling back %s: %s", name, plan.reason)
+        if plan.specification is None:
             return
         try:
-            self.hook.scale_group(self.cluster_name, group, cluster, count=request.previous_count)
+            self.hook.update_groups(self.cluster_name, group, [plan.specification])
         except errors.ClusterConfigError as err:
             if err.status != "ConflictException":
                 raise
-            self.log.error(
-                "%s/%s is updating and refuses the rollback to %d nodes: scale it down once it is InService "
-                "(outside Continuous mode HyperPod rolls an unmet scale-up back itself within three hours)",
-                self.cluster_name,
-                group.group_name,
-                request.previous_count,
-            )
+            self.log.error("%s: %s", name, busy_rollback_message(request.previous_count))
             return
-        self.log.warning(
-            "Scaled %s/%s back to %d nodes (rollback_on_failure)",
-            self.cluster_name,
-            group.group_name,
-            request.previous_count,
-        )
+        self.log.warning("Scaled %s back to %d nodes (rollback_on_failure)", name, request.previous_count)
 
     def on_kill(self) -> None:
         """The task was killed while waiting in the worker: roll the scale-up back."""

@@ -23,7 +23,16 @@ log = logging.getLogger(__name__)
 
 METRICS_PREFIX = "sm_prefs.reconciler"
 #: The report's counts sent as ``sm_prefs.reconciler.<count>`` counters.
-_COUNTERS = ("seen", "stopped", "would_stop", "kept", "unattributed", "errors")
+_COUNTERS = (
+    "seen",
+    "stopped",
+    "would_stop",
+    "scaled_back",
+    "would_scale_back",
+    "kept",
+    "unattributed",
+    "errors",
+)
 
 
 def emit_metrics(summary: dict[str, Any]) -> None:
@@ -46,7 +55,8 @@ def _as_bool(value: Any) -> bool:
 
 
 class SageMakerJobReconcilerOperator(BaseOperator):
-    """Stop the provider's running jobs whose owning task instance is gone (dry run by default).
+    """Stop the provider's running jobs whose owning task instance is gone, and scale back the HyperPod
+    groups whose last scale-up outlived its task (dry run by default).
 
     :param aws_conn_id: the amazon provider's ``aws`` connection.
     :param region_name: AWS region (default: the connection's).
@@ -59,6 +69,8 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         one compose file) shares that id, so such jobs are reported only.
     :param max_calls_per_second: the limit of SageMaker calls of a pass.
     :param kinds: ``training``, ``processing`` or both (default).
+    :param hyperpod_groups: also judge the HyperPod groups whose last scale-up outlived its task, and (not
+        in a dry run) scale them back to the count that task found (default True).
     """
 
     template_fields: Sequence[str] = ("deployment_id", "region_name", "dry_run_mode")
@@ -73,6 +85,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         max_calls_per_second: float | None = 5.0,
         kinds: Sequence[str] = (JobKind.TRAINING.value, JobKind.PROCESSING.value),
         adopt_legacy_ids: bool = False,
+        hyperpod_groups: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -84,6 +97,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         self.max_calls_per_second = max_calls_per_second
         self.kinds = [JobKind(k).value for k in kinds]  # a misspelt kind fails the DAG's import
         self.adopt_legacy_ids = adopt_legacy_ids
+        self.hyperpod_groups = hyperpod_groups
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
@@ -99,6 +113,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
             max_calls_per_second=self.max_calls_per_second,
             legacy_ids=legacy_deployment_ids(),
             adopt_legacy_ids=self.adopt_legacy_ids,
+            hyperpod_groups=self.hyperpod_groups,
         )
         summary = reconciler.run().as_dict()
         emit_metrics(summary)

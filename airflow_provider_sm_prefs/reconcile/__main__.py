@@ -57,6 +57,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--kind", dest="kinds", action="append", choices=[k.value for k in JobKind], help="repeatable"
     )
+    parser.add_argument(
+        "--no-hyperpod-groups",
+        dest="hyperpod_groups",
+        action="store_false",
+        help="judge jobs only, not the HyperPod groups whose last scale-up outlived its task",
+    )
     parser.add_argument("--max-calls-per-second", type=float, default=5.0)
     parser.add_argument("--json", action="store_true", help="print the report as JSON, not as a table")
     return parser.parse_args(argv)
@@ -76,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report.table())
         print(
             f"\n{'dry run: ' if report.dry_run else ''}{summary['seen']} running, {summary['stopped']} stopped, "
-            f"{summary['would_stop']} would stop, {summary['kept']} kept, {summary['unattributed']} not judged, "
+            f"{summary['would_stop']} would stop, {summary['scaled_back']} groups scaled back, "
+            f"{summary['would_scale_back']} would scale back, {summary['kept']} kept, "
+            f"{summary['unattributed']} not judged, "
             f"{summary['errors']} errors"
         )
     return 1 if summary["errors"] else 0
@@ -115,6 +123,7 @@ def _pass(args: argparse.Namespace) -> ReconcileReport | int:
         max_calls_per_second=args.max_calls_per_second,
         legacy_ids=[default_deployment_id(args.api_url)],
         adopt_legacy_ids=args.adopt_legacy_ids,
+        hyperpod_groups=args.hyperpod_groups,
     )
     return reconciler.run()
 

@@ -34,6 +34,7 @@ from airflow_provider_sm_prefs.domain.reconcile import (
     report_table,
 )
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
+from airflow_provider_sm_prefs.reconcile.groups import GroupPass
 from airflow_provider_sm_prefs.reconcile.sources import StateUnavailable, TaskStateSource
 
 __all__ = ["RateLimiter", "ReconcileReport", "Reconciler"]
@@ -84,6 +85,8 @@ class ReconcileReport:
             "seen": len(self.rows),
             "stopped": self.count(action="stopped"),
             "would_stop": self.count(action="would stop"),
+            "scaled_back": sum(str(row.get("action", "")).startswith("scaled back") for row in self.rows),
+            "would_scale_back": self.count(action="would scale back"),
             "kept": self.count(decision=Decision.KEEP.value),
             "unattributed": self.count(decision=Decision.REPORT_ONLY.value),
             "errors": sum(str(row.get("action", "")).startswith("error") for row in self.rows),
@@ -95,7 +98,8 @@ class ReconcileReport:
 
 
 class Reconciler:
-    """Finds the running jobs of this deployment whose owning task is gone, and stops them.
+    """Finds the running jobs of this deployment whose owning task is gone, and stops them; and the HyperPod
+    groups whose last scale-up outlived its task, and scales them back.
 
     :param hook: a :class:`~airflow_provider_sm_prefs.hooks.sagemaker.SageMakerPreferenceHook`.
     :param source: where task states are read (:mod:`.sources`).
@@ -106,6 +110,8 @@ class Reconciler:
     :param legacy_ids: the ids earlier releases derived for this deployment (jobs tagged with them are
         reported, not judged, unless ``adopt_legacy_ids``).
     :param adopt_legacy_ids: judge (and stop) jobs tagged with ``legacy_ids`` as this deployment's own.
+    :param hyperpod_groups: also judge HyperPod groups whose last scale-up outlived its task, and (unless
+        dry run) scale them back to the count that task found (:mod:`.groups`).
     """
 
     def __init__(
@@ -119,8 +125,10 @@ class Reconciler:
         max_calls_per_second: float | None = 5.0,
         legacy_ids: Iterable[str] = (),
         adopt_legacy_ids: bool = False,
+        hyperpod_groups: bool = True,
     ) -> None:
         self.hook = hook
+        self.hyperpod_groups = hyperpod_groups
         self.legacy_ids = [i for i in legacy_ids if i and i != deployment_id]
         self.adopt_legacy_ids = adopt_legacy_ids
         self.source = source
@@ -230,6 +238,8 @@ class Reconciler:
                     judged = OwnerClaim.of_tags(job.tags)
                     action = "would stop" if self.dry_run else self._act(kind, job.name, judged)
                 report.rows.append(_row(job, owner, run_id, verdict, action))
+        if self.hyperpod_groups:
+            report.rows.extend(GroupPass(self, self.tags_of).rows())
         log.info(
             "Reconciler pass (%s, deployment %s):\n%s",
             "dry run" if self.dry_run else "stopping",

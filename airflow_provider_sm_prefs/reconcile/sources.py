@@ -45,6 +45,12 @@ class TaskStateSource(Protocol):
         :raises StateUnavailable: when they cannot be read.
         """
 
+    def variable(self, key: str) -> str | None:
+        """An Airflow Variable's value (None when there is none): the HyperPod scale-up ledger.
+
+        :raises StateUnavailable: when it cannot be read.
+        """
+
 
 def handed_off(job_name: str, returned: Any) -> bool:
     """Whether a succeeded task ended with ``job_name`` still running on purpose.
@@ -144,6 +150,15 @@ class TaskSdkTaskStates:
         except Exception as err:
             raise StateUnavailable(f"get_task_states failed: {type(err).__name__}: {err}") from err
         return sorted(states or {})
+
+    def variable(self, key: str) -> str | None:
+        try:
+            from airflow.sdk import Variable
+
+            value = Variable.get(key, default=None)
+        except Exception as err:
+            raise StateUnavailable(f"Variable {key}: {type(err).__name__}: {err}") from err
+        return None if value is None else str(value)
 
 
 class RestApiTaskStates:

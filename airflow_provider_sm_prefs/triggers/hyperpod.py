@@ -30,10 +30,10 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     GroupPhase,
     find_group,
     group_progress,
-    rollback_refusal,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_rollback import RollbackPlan, RollbackResult, plan_rollback
 from airflow_provider_sm_prefs.hooks.clock import service_now
-from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, is_busy, scale_specification
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message, is_busy
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
@@ -233,42 +233,50 @@ class HyperPodGroupTrigger(BaseTrigger):
 
         Outside Continuous mode SageMaker refuses an update while the cluster is Updating; the scale-up
         then either completes or HyperPod rolls it back itself (at most three hours), so this waits for
-        the cluster to be InService, within that bound. Returns ``done``, ``not-needed`` (HyperPod put
-        the group back already), ``refused`` (the group changed since this task's scale-up: not the task's
-        to scale back any more) or ``gave-up``.
+        the cluster to be InService, within that bound. Returns a :class:`RollbackResult` value: ``done``,
+        ``not-needed`` (HyperPod put the group back already), ``refused`` (the group changed since this
+        task's scale-up: not the task's to scale back any more) or ``gave-up``.
         """
-        group, name = self.flexible_group, f"{self.cluster_name}/{self.group['group_name']}"
         while True:
             describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
-            current = find_group(describe, group.group_name) if describe is not None else None
+            plan = self._plan(describe)
+            if plan.specification is None:
+                return (plan.result or RollbackResult.NOT_NEEDED).value
             if (
-                describe is None
-                or current is None
-                or int(current.get("TargetCount") or 0) <= self.previous_count
+                describe
+                and (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600
             ):
-                return "not-needed"
-            refusal = rollback_refusal(current, group.instance_count)
-            if refusal is not None:
-                self.log.error("%s: not rolled back: %s", name, refusal)
-                return "refused"
-            if (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600:
                 self.log.error(
-                    "%s: the cluster never accepted the rollback to %d nodes", name, self.previous_count
+                    "%s: the cluster never accepted the rollback to %d nodes", self.name, self.previous_count
                 )
-                return "gave-up"
-            spec = scale_specification(group, describe, self.previous_count)
+                return RollbackResult.GAVE_UP.value
             try:
-                await client.update_cluster(ClusterName=self.cluster_name, InstanceGroups=[spec])
+                await client.update_cluster(
+                    ClusterName=self.cluster_name, InstanceGroups=[plan.specification]
+                )
             except ClientError as err:
                 if not (is_busy(err) or is_transient(err)):
                     raise
                 self.log.info(
-                    "%s: waiting for the cluster to accept the rollback (%s)", name, error_code(err)
+                    "%s: waiting for the cluster to accept the rollback (%s)", self.name, error_code(err)
                 )
                 await asyncio.sleep(self.poll_interval)
                 continue
-            self.log.warning("%s: scaled back to %d nodes", name, self.previous_count)
-            return "done"
+            self.log.warning("%s: scaled back to %d nodes", self.name, self.previous_count)
+            return RollbackResult.DONE.value
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster_name}/{self.group['group_name']}"
+
+    def _plan(self, describe: Mapping[str, Any] | None) -> RollbackPlan:
+        """The rollback to send now (:func:`plan_rollback`); a refusal is logged."""
+        plan = plan_rollback(
+            describe, self.group["group_name"], self.flexible_group.instance_count, self.previous_count
+        )
+        if plan.result is RollbackResult.REFUSED:
+            self.log.error("%s: not rolled back: %s", self.name, plan.reason)
+        return plan
 
     async def on_kill(self) -> None:
         """The deferred task was marked or cleared: roll the scale-up back unless the task goes on."""
@@ -285,39 +293,20 @@ class HyperPodGroupTrigger(BaseTrigger):
     async def _roll_back_once(self) -> None:
         """One try (a kill path is bounded): a busy cluster is left to HyperPod's own rollback, and said so."""
         async with shared_client(self.settings.pool_key(), self.hook().get_async_conn) as client:
-            describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
-            current = find_group(describe, self.group["group_name"]) if describe is not None else None
-            if (
-                describe is None
-                or current is None
-                or int(current.get("TargetCount") or 0) <= self.previous_count
-            ):
+            plan = self._plan(await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name))
+            if plan.specification is None:
                 return
-            refusal = rollback_refusal(current, self.flexible_group.instance_count)
-            if refusal is not None:
-                self.log.error(
-                    "%s/%s: not rolled back: %s", self.cluster_name, self.group["group_name"], refusal
-                )
-                return
-            spec = scale_specification(self.flexible_group, describe, self.previous_count)
             try:
-                await client.update_cluster(ClusterName=self.cluster_name, InstanceGroups=[spec])
+                await client.update_cluster(
+                    ClusterName=self.cluster_name, InstanceGroups=[plan.specification]
+                )
             except ClientError as err:
                 if not is_busy(err):
                     raise
-                self.log.error(
-                    "%s/%s is updating and refuses the rollback to %d nodes: scale it down once it is InService "
-                    "(outside Continuous mode HyperPod rolls an unmet scale-up back itself within three hours)",
-                    self.cluster_name,
-                    self.group["group_name"],
-                    self.previous_count,
-                )
+                self.log.error("%s: %s", self.name, busy_rollback_message(self.previous_count))
                 return
         self.log.info(
-            "Scaled %s/%s back to %d nodes: its task was marked or cleared",
-            self.cluster_name,
-            self.group["group_name"],
-            self.previous_count,
+            "Scaled %s back to %d nodes: its task was marked or cleared", self.name, self.previous_count
         )
 
 
