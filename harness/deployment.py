@@ -19,6 +19,11 @@ schedulers (``scheduler``, ``scheduler-2``: Airflow's HA scheduler, on PostgreSQ
 user of SimpleAuthManager): the REST client signs in with it (Bearer token), :meth:`LocalAirflow.token`
 hands the same token to a browser (the UI's ``_token`` cookie), and the UI shows its login form.
 
+With ``emulator_url`` it starts no offline SageMaker of its own and points its connections at the one
+already running there (another deployment's): two deployments of one AWS account, each with its own
+``AIRFLOW_HOME``, metadata database and processes, sharing one SageMaker (``make chaos
+CHAOS_DEPLOYMENTS=2``). The scenario is then the running emulator's, set by whoever started it.
+
     python -m harness.deployment up --port 8080
 
 ``LocalAirflow`` only composes the parts, each its own module: :mod:`harness.config` (options,
@@ -92,7 +97,9 @@ class LocalAirflow:
 
     The parameters are :class:`~harness.config.DeploymentConfig`'s. The parts, for a test that wants
     them: ``config``, ``supervisor`` (processes), ``database``, ``rest`` (REST API v2), ``waits``, ``sm``
-    (the offline SageMaker's admin handle, once started).
+    (the offline SageMaker's admin handle, once started). ``emulator_url``: use the offline SageMaker
+    already running at that URL (e.g. another deployment's ``emulator_url``) instead of starting one;
+    ``scenario`` is then not applied.
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class LocalAirflow:
         schedulers: int | None = None,
         workers: int = 2,
         worker_concurrency: int = 8,
+        emulator_url: str | None = None,
     ) -> None:
         self.config = DeploymentConfig(
             root=Path(root),
@@ -146,6 +154,8 @@ class LocalAirflow:
         self.waits = Waits(self.rest, self.log_dir, self.supervisor.check_running)
         self._sm: RemoteSageMaker | None = None
         self._env: dict[str, str] | None = None
+        #: The running offline SageMaker this deployment shares instead of starting its own (None: its own).
+        self.shared_emulator_url = emulator_url
 
         # What the e2e scenarios call, answered by the part that knows.
         self.api = self.rest.api
@@ -238,13 +248,17 @@ class LocalAirflow:
         self.stop()
 
     def start(self) -> LocalAirflow:
-        """Emulator, database, then the Airflow components; returns once the API reports them healthy
-        (and, with several triggerers, every one of them alive)."""
+        """Emulator (unless a running one is shared), database, then the Airflow components; returns once
+        the API reports them healthy (and, with several triggerers, every one of them alive)."""
         deadline = time.monotonic() + self.config.startup_timeout
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # Last line of defence when the caller forgets stop() or dies of an exception outside a with-block.
         atexit.register(self.stop)
-        self._sm = start_emulator(self.supervisor, self.config.scenario, deadline)
+        if self.shared_emulator_url is not None:
+            # Another deployment's emulator: it owns the process and the scenario; this one only calls it.
+            self._sm = RemoteSageMaker(self.shared_emulator_url)
+        else:
+            self._sm = start_emulator(self.supervisor, self.config.scenario, deadline)
         if self.config.executor == "celery":
             self.start_broker(deadline - time.monotonic())
         if self.config.login is not None:
@@ -332,6 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--port", type=int, default=8080, help="API server / UI port on 127.0.0.1 (default 8080)")
     up.add_argument("--scenario", default="local-airflow", help="emulator scenario, builtin name or file")
     up.add_argument(
+        "--emulator-url",
+        default=None,
+        help="use the offline SageMaker already running at this URL (e.g. another deployment's) instead of "
+        "starting one; --scenario is then the running one's",
+    )
+    up.add_argument(
         "--root",
         type=Path,
         default=None,
@@ -414,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             executor=args.executor,
             schedulers=args.schedulers,
             workers=args.workers,
+            emulator_url=args.emulator_url,
         ) as af:
             who = f"log in as {login[0]} / {login[1]}" if login else "no login: all users are admin"
             if args.seed_history:
