@@ -257,6 +257,8 @@ class GroupPhase(str, Enum):
     ROLLED_BACK = "rolled-back"
     FAILED = "failed"
     GONE = "gone"
+    #: the group is short of its target (and of an accepted minimum) past ``max_pending``.
+    SHORTFALL = "shortfall"
 
 
 def rollback_refusal(current: Mapping[str, Any], target_count: int) -> str | None:

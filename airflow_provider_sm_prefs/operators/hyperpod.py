@@ -24,7 +24,6 @@ from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.hyperpod import (
     GROUP_STATE_KEY,
     FlexibleGroup,
-    GroupPhase,
     GroupRequest,
     check_flexible,
     find_group,
@@ -32,6 +31,7 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     provisions_continuously,
     took_effect,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
     GROUP_KIND,
     GroupOutcome,
@@ -55,7 +55,7 @@ from airflow_provider_sm_prefs.operators.identity import identity_of, identity_t
 from airflow_provider_sm_prefs.operators.task_try import try_number_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger, group_error
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
 #: XCom key of the whole outcome (``GroupOutcome.as_dict()``); the return value holds the same dict.
 OUTCOME_KEY = "hyperpod_outcome"
@@ -239,7 +239,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
                     trigger=self._trigger(group, decision.request, max_pending, deferring=True),
                     method_name="execute_complete",
                 )
-            event = asyncio.run(self._trigger(group, decision.request, max_pending).wait())
+            event = asyncio.run(self._trigger(group, decision.request, max_pending).wait()).as_payload()
         return self.execute_complete(context, event)
 
     def _pending_bound(self, group: FlexibleGroup, decision: Wait) -> float | None:
@@ -376,30 +376,29 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         group = self._group(allowed_types=None)
         progress.group = request_fields(self.cluster_name, group.group_name, group)
         request = _GroupStateStore(context).load()
-        details = event.get("group") or {}
-        phase = GroupPhase(event["phase"]) if event.get("phase") in GroupPhase._value2member_map_ else None
-        if event.get("status") != "success" or phase is None:
-            if "rollback" not in event:  # the trigger rolls back before its event; a bare event did not
+        ended = GroupEvent.from_payload(event)
+        if not ended.succeeded:
+            if ended.rollback is None:  # the trigger rolls back before its event; this wait did not
                 self._rollback(group, request)
-            elif event["rollback"] == "refused":
+            elif ended.rollback is RollbackResult.REFUSED:
                 self.log.error(
                     "%s/%s was not scaled back: it changed since this task's scale-up (the trigger's log says how)",
                     self.cluster_name,
                     group.group_name,
                 )
-            elif event["rollback"] == "done":
+            elif ended.rollback is RollbackResult.DONE:
                 self.log.warning(
                     "Scaled %s/%s back to where this task found it", self.cluster_name, group.group_name
                 )
-            raise self._error(group, event)
+            raise ended.error(self.cluster_name, group.group_name)
         requested_at = request.requested_at if request is not None else None
         outcome = group_outcome(
             self.cluster_name,
             group,
-            details,
-            phase,
+            ended.group or {},
+            ended.phase,
             datetime.fromisoformat(requested_at) if requested_at else None,
-            datetime.fromisoformat(event["now"]) if event.get("now") else None,
+            ended.now,
             self._prices(group),
         )
         self._check_nodes(outcome)
@@ -434,9 +433,6 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         except Exception:  # prices are a report, never a reason to fail the task
             self.log.debug("Could not read prices", exc_info=True)
         return prices
-
-    def _error(self, group: FlexibleGroup, event: Mapping[str, Any]) -> errors.ClusterGroupError:
-        return group_error(self.cluster_name, group.group_name, event)
 
     def _rollback(self, group: FlexibleGroup, request: GroupRequest | None) -> None:
         """Scale the group back to its count before this task's request (never deletes anything)."""

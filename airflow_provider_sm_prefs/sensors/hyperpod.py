@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
@@ -13,12 +13,12 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.hyperpod import (
     FlexibleGroup,
-    GroupPhase,
     find_group,
     listed_types,
     pending_bound,
     provisions_continuously,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
@@ -26,7 +26,7 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger, group_error
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
 
 class SageMakerHyperPodGroupSensor(BaseSensorOperator):
@@ -144,7 +144,7 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"group": group.as_dict()})
-        return asyncio.run(trigger.wait()), group.as_dict()
+        return asyncio.run(trigger.wait()).as_payload(), group.as_dict()
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, group: dict[str, Any] | None = None
@@ -156,23 +156,17 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
     def _complete(
         self, context: Context, event: dict[str, Any], group: dict[str, Any] | None, progress: TryProgress
     ) -> dict[str, Any]:
-        details = event.get("group") or {}
+        ended = GroupEvent.from_payload(event)
+        details = ended.group or {}
         if group is None:
             types = listed_types(details)
             target = self.target_count if self.target_count is not None else details.get("TargetCount") or 0
             group = FlexibleGroup(self.group_name, types, int(target)).as_dict()
         flexible = FlexibleGroup.from_dict(group)
         progress.group = request_fields(self.cluster_name, self.group_name, flexible)
-        if event.get("status") != "success":
-            raise group_error(self.cluster_name, self.group_name, event)
-        outcome = group_outcome(
-            self.cluster_name,
-            flexible,
-            details,
-            GroupPhase(event["phase"]),
-            None,
-            datetime.fromisoformat(event["now"]) if event.get("now") else None,
-        )
+        if not ended.succeeded:
+            raise ended.error(self.cluster_name, self.group_name)
+        outcome = group_outcome(self.cluster_name, flexible, details, ended.phase, None, ended.now)
         self.log.info("Instance group ready: %s", outcome.summary())
         context["ti"].xcom_push(key=OUTCOME_KEY, value=outcome.as_dict())
         self.recorder.record(context, outcome)

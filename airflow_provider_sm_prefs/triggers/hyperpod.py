@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -18,12 +18,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
-from airflow_provider_sm_prefs.domain.exceptions import (
-    ClusterFailedError,
-    ClusterGroupError,
-    GroupCapacityShortfallError,
-    GroupRolledBackError,
-)
 from airflow_provider_sm_prefs.domain.hyperpod import (
     MIN_COUNT_DEADLINE_SECONDS,
     FlexibleGroup,
@@ -31,6 +25,7 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     find_group,
     group_progress,
 )
+from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
 from airflow_provider_sm_prefs.domain.hyperpod_rollback import RollbackPlan, RollbackResult, plan_rollback
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message, is_busy
@@ -39,33 +34,7 @@ from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, is_transien
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
-
-#: Outcomes the task takes as success; every other phase ends the wait with an error event.
-SUCCESS_PHASES = frozenset({GroupPhase.REACHED_TARGET, GroupPhase.REACHED_MINIMUM})
-
-
-@dataclass(frozen=True)
-class GroupLook:
-    """One DescribeCluster, read for the group the task waits for."""
-
-    phase: GroupPhase
-    group: Mapping[str, Any] | None
-    cluster_status: str | None
-    elapsed: float
-    now: datetime
-
-
-def group_event(look: GroupLook, reason: str | None = None) -> dict[str, Any]:
-    """The trigger's one payload shape: ``status`` success or error, the phase and the group as seen."""
-    return {
-        "status": "success" if look.phase in SUCCESS_PHASES else "error",
-        "phase": look.phase.value,
-        "group": dict(look.group) if look.group is not None else None,
-        "cluster_status": look.cluster_status,
-        "elapsed": round(look.elapsed, 3),
-        "now": look.now.isoformat(),
-        "reason": reason,
-    }
+from airflow_provider_sm_prefs.triggers.kill import shielded, task_goes_on
 
 
 class HyperPodGroupTrigger(BaseTrigger):
@@ -160,12 +129,11 @@ class HyperPodGroupTrigger(BaseTrigger):
             if not TRIGGER_ON_KILL:
                 await self._rollback_unless_moved(rollback_if_unknown=False)
             raise
-        name = f"{self.cluster_name}/{self.group['group_name']}"
-        await hold_after_deferral(self.log, name, self.deferred_at, self.min_defer_seconds)
-        yield TriggerEvent(event)  # type: ignore[no-untyped-call]
+        await hold_after_deferral(self.log, self.name, self.deferred_at, self.min_defer_seconds)
+        yield TriggerEvent(event.as_payload())  # type: ignore[no-untyped-call]
 
-    async def wait(self) -> dict[str, Any]:
-        """Look, and wait between looks, until a look decides; the decision's event payload.
+    async def wait(self) -> GroupEvent:
+        """Look, and wait between looks, until a look decides; the decision.
 
         A failed wait first scales the group back (``rollback``): the event says how that went.
         """
@@ -176,11 +144,12 @@ class HyperPodGroupTrigger(BaseTrigger):
                 if decided is not None:
                     break
                 await asyncio.sleep(self.poll_interval)
-            if decided["status"] != "success" and self.rollback and look.phase is not GroupPhase.GONE:
-                decided["rollback"] = await self.roll_back(client, look.now)
+            if not decided.succeeded and self.rollback and look.phase is not GroupPhase.GONE:
+                assert look.now is not None
+                decided = replace(decided, rollback=await self.roll_back(client, look.now))
             return decided
 
-    async def look(self, client: Any) -> GroupLook:
+    async def look(self, client: Any) -> GroupEvent:
         """One DescribeCluster (transient errors retried, never raised) read for the group."""
         policy = Retry(attempts=None, base=min(self.poll_interval, 2.0), cap=60.0)
         describe = await retry_async(
@@ -190,34 +159,33 @@ class HyperPodGroupTrigger(BaseTrigger):
         )
         group = self.flexible_group
         if describe is None:
-            return GroupLook(GroupPhase.GONE, None, None, 0.0, datetime.now().astimezone())
+            return GroupEvent(GroupPhase.GONE, None, None, 0.0, datetime.now().astimezone())
         now = service_now(describe)
         elapsed = max(0.0, (now - datetime.fromisoformat(self.requested_at)).total_seconds())
         accept_minimum = self.accept_after_seconds is not None and elapsed >= self.accept_after_seconds
         phase = group_progress(
             describe, group.group_name, group.instance_count, self.previous_count, accept_minimum
         )
-        return GroupLook(
+        return GroupEvent(
             phase, find_group(describe, group.group_name), describe.get("ClusterStatus"), elapsed, now
         )
 
-    def decide(self, look: GroupLook) -> dict[str, Any] | None:
+    def decide(self, look: GroupEvent) -> GroupEvent | None:
         """The event a look ends the wait with, or None to keep waiting."""
         if look.phase is not GroupPhase.WAITING:
             if look.phase is not GroupPhase.REACHED_TARGET:
-                self.log.info("%s/%s: %s", self.cluster_name, self.group["group_name"], look.phase.value)
-            return group_event(look, _reason(look))
+                self.log.info("%s: %s", self.name, look.phase.value)
+            return replace(look, reason=_reason(look))
         if self.max_pending_seconds is not None and look.elapsed >= self.max_pending_seconds:
             current = (look.group or {}).get("CurrentCount", 0)
-            return {
-                **group_event(look),
-                "status": "error",
-                "phase": "shortfall",
-                "reason": (
+            return replace(
+                look,
+                phase=GroupPhase.SHORTFALL,
+                reason=(
                     f"{current} of {self.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
                     f"max_pending ({self.max_pending_seconds:.0f} s)"
                 ),
-            }
+            )
         self.log.info(
             "%s/%s: %s of %s nodes, %.0f s since the request",
             self.cluster_name,
@@ -228,20 +196,20 @@ class HyperPodGroupTrigger(BaseTrigger):
         )
         return None
 
-    async def roll_back(self, client: Any, since: datetime) -> str:
+    async def roll_back(self, client: Any, since: datetime) -> RollbackResult:
         """Scale the group back to ``previous_count`` once the cluster accepts an update.
 
         Outside Continuous mode SageMaker refuses an update while the cluster is Updating; the scale-up
         then either completes or HyperPod rolls it back itself (at most three hours), so this waits for
-        the cluster to be InService, within that bound. Returns a :class:`RollbackResult` value: ``done``,
-        ``not-needed`` (HyperPod put the group back already), ``refused`` (the group changed since this
-        task's scale-up: not the task's to scale back any more) or ``gave-up``.
+        the cluster to be InService, within that bound. Returns :class:`RollbackResult` ``DONE``,
+        ``NOT_NEEDED`` (HyperPod put the group back already), ``REFUSED`` (the group changed since this
+        task's scale-up: not the task's to scale back any more) or ``GAVE_UP``.
         """
         while True:
             describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
             plan = self._plan(describe)
             if plan.specification is None:
-                return (plan.result or RollbackResult.NOT_NEEDED).value
+                return plan.result or RollbackResult.NOT_NEEDED
             if (
                 describe
                 and (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600
@@ -249,7 +217,7 @@ class HyperPodGroupTrigger(BaseTrigger):
                 self.log.error(
                     "%s: the cluster never accepted the rollback to %d nodes", self.name, self.previous_count
                 )
-                return RollbackResult.GAVE_UP.value
+                return RollbackResult.GAVE_UP
             try:
                 await client.update_cluster(
                     ClusterName=self.cluster_name, InstanceGroups=[plan.specification]
@@ -263,7 +231,7 @@ class HyperPodGroupTrigger(BaseTrigger):
                 await asyncio.sleep(self.poll_interval)
                 continue
             self.log.warning("%s: scaled back to %d nodes", self.name, self.previous_count)
-            return RollbackResult.DONE.value
+            return RollbackResult.DONE
 
     @property
     def name(self) -> str:
@@ -283,12 +251,21 @@ class HyperPodGroupTrigger(BaseTrigger):
         await self._rollback_unless_moved(rollback_if_unknown=True)
 
     async def _rollback_unless_moved(self, rollback_if_unknown: bool) -> None:
-        if not self.rollback:
-            return
+        """Roll back unless the task goes on (:func:`.kill.task_goes_on`); the state is read inside the
+        shield, so a repeated cancellation cannot cut the kill path between the read and the update."""
+        if self.rollback:
+            await shielded(self._rollback_if_ended(rollback_if_unknown))
+
+    async def _rollback_if_ended(self, rollback_if_unknown: bool) -> None:
         state = await current_state_async(getattr(self, "task_instance", None))
-        if state == "deferred" or (not rollback_if_unknown and state is None):
+        if task_goes_on(state, rollback_if_unknown):
+            self.log.info(
+                "Trigger of %s cancelled while its task is %s: the scale-up is left to the task",
+                self.name,
+                state or "in an unreadable state",
+            )
             return
-        await asyncio.shield(self._roll_back_once())
+        await self._roll_back_once()
 
     async def _roll_back_once(self) -> None:
         """One try (a kill path is bounded): a busy cluster is left to HyperPod's own rollback, and said so."""
@@ -310,19 +287,7 @@ class HyperPodGroupTrigger(BaseTrigger):
         )
 
 
-def group_error(cluster_name: str, group_name: str, event: Mapping[str, Any]) -> ClusterGroupError:
-    """The error a failed wait's event stands for: a rollback, a capacity shortfall, or a failure."""
-    kinds: dict[Any, type[ClusterGroupError]] = {
-        GroupPhase.ROLLED_BACK.value: GroupRolledBackError,
-        "shortfall": GroupCapacityShortfallError,
-    }
-    status = (event.get("group") or {}).get("Status") or event.get("cluster_status")
-    return kinds.get(event.get("phase"), ClusterFailedError)(
-        cluster_name, group_name, status, event.get("reason")
-    )
-
-
-def _reason(look: GroupLook) -> str | None:
+def _reason(look: GroupEvent) -> str | None:
     if look.phase is GroupPhase.ROLLED_BACK:
         return "HyperPod rolled the group back to its previous settings (MinInstanceCount not met in time?)"
     if look.phase is GroupPhase.FAILED:

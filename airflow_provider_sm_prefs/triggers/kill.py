@@ -19,6 +19,7 @@ the trigger has finished, which would cancel a kill still reading the state or s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from airflow_provider_sm_prefs.domain.exceptions import NotOursError
@@ -29,12 +30,24 @@ from airflow_provider_sm_prefs.task_state import GOES_ON, current_state_async
 KILLS: set[asyncio.Future[None]] = set()
 
 
+async def shielded(work: Coroutine[Any, Any, None]) -> None:
+    """Run a kill path's ``work`` to its end, however often its awaiter is cancelled; referenced until done
+    (a shielded task nobody references may be collected mid-way)."""
+    future = asyncio.ensure_future(work)
+    KILLS.add(future)
+    future.add_done_callback(KILLS.discard)
+    await asyncio.shield(future)
+
+
+def task_goes_on(state: str | None, act_if_unknown: bool) -> bool:
+    """Whether a cancelled trigger leaves its resource to the task: it moved (``deferred``), or, for a
+    cancelled ``run`` (``act_if_unknown`` False), its state is unreadable or one in which it goes on."""
+    return state == "deferred" or (not act_if_unknown and (state is None or state in GOES_ON))
+
+
 async def stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool) -> None:
     """Stop ``trigger``'s job unless its task still goes on (see the module docstring); shielded."""
-    work = asyncio.ensure_future(_stop_unless_moved(trigger, kind, stop_if_unknown))
-    KILLS.add(work)
-    work.add_done_callback(KILLS.discard)
-    await asyncio.shield(work)
+    await shielded(_stop_unless_moved(trigger, kind, stop_if_unknown))
 
 
 async def _stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool) -> None:
@@ -47,7 +60,7 @@ async def _stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool)
             job_name,
         )
         return
-    if not stop_if_unknown and (state is None or state in GOES_ON):
+    if task_goes_on(state, stop_if_unknown):
         log.warning(
             "Trigger of %s cancelled while its task is %s: leaving the job to the task (its next try "
             "reattaches or stops it; its failure callback stops it if the task fails for good)",
