@@ -36,6 +36,22 @@ Afterwards, from the offline SageMaker's own ledger of jobs and Airflow's REST A
   task still owned it (running, deferred, queued, scheduled, up for retry) is a wrong stop. Its stop
   count is reported.
 
+With ``--deployments 2`` a second deployment runs beside the first, started from the same defaults (neither
+sets ``[sm_prefs] deployment_id``, so each generates its own id and keeps it in its Airflow Variable): the
+LocalExecutor with one scheduler and one triggerer, its own ``AIRFLOW_HOME`` and PostgreSQL server, the
+first one's offline SageMaker (one AWS account) and an AWS access key id of its own (the offline SageMaker
+counts calls per access key id). Both run ``e2e_chaos`` with the same run id and the same fleet, without a
+job name in the config: the operator derives each name from the task instance and the deployment id, the
+scheme every deployment uses. Each has its own reconciler loop in stop mode; the kills hit the first. The
+invariants above are checked per deployment (a job belongs to the deployment its ``sm-prefs:deployment``
+tag names), and besides:
+
+* **foreign stops** (:func:`foreign_stops`): a job of one deployment stopped by the other's reconciler
+  (its ledger names the jobs it stopped), a ``StopTrainingJob`` of a job no deployment owns, and
+  ``StopTrainingJob`` calls reaching one deployment's jobs beyond those its own access key sent (the
+  emulator's ledger counts the calls per job and per access key id); and the two generated ids must
+  differ.
+
 It writes ``build/reliability/chaos.json`` and ``chaos.md`` (kills by component and instant, invariants,
 task outcomes, peak memory per component) and exits non-zero unless every invariant holds;
 ``make reliability-doc`` publishes the report into docs/.
@@ -63,6 +79,9 @@ from typing import Any, TypeVar
 
 import httpx
 
+from airflow_provider_sm_prefs.domain.identity import IdentityKey
+from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name
+from harness.config import FAKE_SECRET_ACCESS_KEY, connection_credentials
 from harness.deployment import LocalAirflow, local_airflow
 from harness.reconciling import ReconcilerLoop
 from harness.redis import REDIS
@@ -99,7 +118,19 @@ KINDS = ("fallback", "window", "timeout")
 RANDOM_TARGETS = ("worker", "worker-2", "scheduler", "scheduler-2", "triggerer", "triggerer-2", "api-server")
 ONCE_TARGETS = (REDIS, "postgres", "dag-processor", "worker-mid-create")
 CAPACITY_TIMEOUT_MARK = "CapacityTimeoutError"
-_LINEAGE = re.compile(r"^(?P<base>.+?-\d{3})(?:-r(?P<submission>\d+))?(?:-s(?P<stage>\d+))?$")
+#: A task's jobs: its base name (``<prefix>-NNN`` given in the config, or the operator's derived
+#: ``<dag>-<task>-<map index>-<10 hex digits>``), then ``-rN`` resubmissions and ``-sN`` stages.
+_LINEAGE = re.compile(
+    r"^(?P<base>.+?-(?:\d{3}|[0-9a-f]{10}))(?:-r(?P<submission>\d+))?(?:-s(?P<stage>\d+))?$"
+)
+#: The second deployment's AWS access key id (the first keeps aws_default's): the offline SageMaker counts
+#: calls per access key id, which tells the two deployments' StopTrainingJob calls apart.
+SECOND_ACCESS_KEY_ID = "AKIASMPREFSDEPLOYB02"
+#: The Airflow Variable a deployment keeps its generated id in (operators/identity.py).
+DEPLOYMENT_VARIABLE = "sm_prefs_deployment_id"
+STOP_OPERATION = "StopTrainingJob"
+#: The identity tag naming the deployment that created a job.
+DEPLOYMENT_TAG = IdentityKey.DEPLOYMENT.value
 TERMINAL_JOB = ("Completed", "Failed", "Stopped")
 T = TypeVar("T")
 
@@ -123,9 +154,10 @@ def _log(message: str) -> None:
 # -- the plan ----------------------------------------------------------------------------------------------
 
 
-def plan_fleet(fleet: int, seed: int, prefix: str) -> list[dict[str, Any]]:
+def plan_fleet(fleet: int, seed: int, prefix: str | None) -> list[dict[str, Any]]:
     """The mapped tasks' arguments: 60 % ``fallback``, 20 % ``window``, 20 % ``timeout`` (at least one
-    of each), shuffled by ``seed``. Each carries its kind in a tag."""
+    of each), shuffled by ``seed``. Each carries its kind in a tag. Job names ``<prefix>-NNN``; with
+    ``prefix`` None the config gives none and the operator derives each (unique per deployment)."""
     rng = random.Random(f"fleet:{seed}")
     windows = timeouts = max(1, fleet // 5)
     kinds = ["window"] * windows + ["timeout"] * timeouts
@@ -143,16 +175,31 @@ def plan_fleet(fleet: int, seed: int, prefix: str) -> list[dict[str, Any]]:
         ],
         "timeout": [{"instance_type": P5, "instance_count": 1}],
     }
-    return [
-        {
-            "config": training_config(
-                f"{prefix}-{i:03d}", max_runtime_seconds=86400, tags={"chaos-kind": kind}
-            ),
-            "instance_preferences": prefs[kind],
-            "max_pending": TIGHT_PENDING if kind == "timeout" else RELAXED_PENDING,
-        }
-        for i, kind in enumerate(kinds)
-    ]
+    specs = []
+    for i, kind in enumerate(kinds):
+        config = training_config(f"{prefix}-{i:03d}", max_runtime_seconds=86400, tags={"chaos-kind": kind})
+        if prefix is None:
+            del config["TrainingJobName"]
+        specs.append(
+            {
+                "config": config,
+                "instance_preferences": prefs[kind],
+                "max_pending": TIGHT_PENDING if kind == "timeout" else RELAXED_PENDING,
+            }
+        )
+    return specs
+
+
+def fleet_owners(
+    specs: Sequence[Mapping[str, Any]], run_id: str, deployment_id: str | None
+) -> dict[str, int]:
+    """Each task's base job name and its map index: the config's name, else the one the operator derives
+    for the task instance in the deployment ``deployment_id`` (:func:`derive_job_name`)."""
+    owners = {}
+    for index, spec in enumerate(specs):
+        given = spec["config"].get("TrainingJobName")
+        owners[str(given or derive_job_name(DAG_ID, TASK_ID, run_id, index, deployment_id))] = index
+    return owners
 
 
 def scenario() -> dict[str, Any]:
@@ -229,11 +276,20 @@ class ChaosRun:
 class Driver:
     """Kills and restarts components of ``af`` by the plan while ``done()`` is false."""
 
-    def __init__(self, af: LocalAirflow, plan: Sequence[PlannedKill], run: ChaosRun, run_id: str) -> None:
+    def __init__(
+        self,
+        af: LocalAirflow,
+        plan: Sequence[PlannedKill],
+        run: ChaosRun,
+        run_id: str,
+        owners: Callable[[], Mapping[str, int]],
+    ) -> None:
         self.af = af
         self.plan = list(plan)
         self.run = run
         self.run_id = run_id
+        #: ``af``'s tasks' base job names and map indexes (the names may wait on its deployment id).
+        self.owners = owners
         #: Components down on purpose right now: the keeper leaves them alone.
         self.down: set[str] = set()
 
@@ -297,11 +353,12 @@ class Driver:
             if ti["task_id"] == TASK_ID
         }
         leaders = {proc.pid: name for name, proc in self.af.supervisor.procs.items()}
+        owners = self.owners()
         for job in jobs[:5]:
-            match = _LINEAGE.match(job["name"])
-            if match is None or job["status"] in TERMINAL_JOB:
-                continue
-            ti = tis.get(int(match["base"].rsplit("-", 1)[1]))
+            index = owners.get(lineage(job["name"]) or "")
+            if index is None or job["status"] in TERMINAL_JOB:
+                continue  # ended, or another deployment's
+            ti = tis.get(index)
             if ti is None or ti["state"] != "running":
                 continue
             pid: Any = task_pids(ti["id"]).get("task") or ti.get("pid")
@@ -379,12 +436,20 @@ def record_mismatches(record: Mapping[str, Any], describe: Mapping[str, Any]) ->
     ]
 
 
-def check(af: LocalAirflow, run_id: str, specs: Sequence[Mapping[str, Any]], prefix: str) -> dict[str, Any]:
-    """The invariants and task outcomes of a finished run (see the module's docstring)."""
+def check(
+    af: LocalAirflow,
+    run_id: str,
+    specs: Sequence[Mapping[str, Any]],
+    owners: Mapping[str, int],
+    jobs: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The invariants and task outcomes of a finished run of ``af`` (see the module's docstring).
+
+    :param owners: its tasks' base job names and map indexes (:func:`fleet_owners`).
+    :param jobs: its jobs in the offline SageMaker's ledger (with two deployments, those its tag names).
+    """
     kinds = {i: _kind(spec) for i, spec in enumerate(specs)}
-    owners = {f"{prefix}-{i:03d}": i for i in kinds}
     tis = [ti for ti in patient(lambda: af.task_instances(DAG_ID, run_id)) if ti["task_id"] == TASK_ID]
-    jobs = af.sm.jobs()
     client = af.sm.boto3_client("sagemaker")
     unattended = [f"{j['name']} ({j['status']})" for j in jobs if j["status"] not in TERMINAL_JOB]
     capacity_timeouts: list[str] = []
@@ -450,49 +515,310 @@ def passed(result: Mapping[str, Any]) -> bool:
 # -- the run -----------------------------------------------------------------------------------------------
 
 
-def run_chaos(af: LocalAirflow, *, fleet: int, kills: int, seed: int, timeout: float) -> dict[str, Any]:
-    """Run the fleet under the kill plan against a started Celery deployment; returns the report."""
-    prefix = f"chaos{seed}"
+def foreign_stops(
+    owner_of: Mapping[str, str | None],
+    stopped_by: Mapping[str, Sequence[str]],
+    stop_calls: Mapping[str, int],
+    sent: Mapping[str, int],
+    total: int,
+) -> dict[str, Any]:
+    """Stops of a job by a deployment other than the one that owns it, from what each side recorded.
+
+    :param owner_of: each job's owner: the deployment id its ``sm-prefs:deployment`` tag names (None:
+        untagged, or no such job).
+    :param stopped_by: per deployment id, the jobs its reconciler stopped (its ledger).
+    :param stop_calls: per job, the ``StopTrainingJob`` calls the offline SageMaker received.
+    :param sent: per deployment id, the ``StopTrainingJob`` calls signed with its access key id.
+    :param total: every ``StopTrainingJob`` call the offline SageMaker received.
+
+    Found: a job a reconciler stopped whose tag names another deployment (exactly attributed); a stop of a
+    job no deployment owns; calls reaching a deployment's jobs beyond those its own key sent (a lower bound
+    of the other side's stops of its jobs: the ledger counts calls per job and per key, not per pair); and
+    calls signed by no deployment's key. ``count`` adds them up.
+    """
+    items: list[str] = []
+    count = 0
+    for deployment, jobs in stopped_by.items():
+        for job in jobs:
+            if owner_of.get(job) != deployment:
+                items.append(f"{job} (of {owner_of.get(job)}) stopped by the reconciler of {deployment}")
+                count += 1
+    received: Counter[str] = Counter()
+    for job, calls in sorted(stop_calls.items()):
+        owner = owner_of.get(job)
+        if owner is not None and owner in sent:
+            received[owner] += calls
+        elif calls:
+            items.append(f"{job} (owned by no deployment: tag {owner}) received {calls} {STOP_OPERATION}")
+            count += calls
+    for deployment, own in sent.items():
+        extra = received[deployment] - own
+        if extra > 0:
+            items.append(
+                f"{extra} {STOP_OPERATION} calls reached the jobs of {deployment} beyond the {own} it sent"
+            )
+            count += extra
+    unsigned = total - sum(sent.values())
+    if unsigned > 0:
+        items.append(f"{unsigned} {STOP_OPERATION} calls signed by no deployment's access key")
+        count += unsigned
+    return {
+        "count": count,
+        "items": items,
+        "sent": dict(sent),
+        "received": {d: received[d] for d in sent},
+        "total_calls": total,
+    }
+
+
+@dataclass
+class Deployment:
+    """One deployment of a run: its Airflow, its fleet's run, and what tells its calls and jobs apart."""
+
+    label: str
+    af: LocalAirflow
+    run_id: str
+    specs: Sequence[Mapping[str, Any]]
+    #: Its ``aws_default`` connection's access key id (the offline SageMaker counts calls by it).
+    access_key_id: str
+    #: Its generated id (the Airflow Variable), once a task created it.
+    deployment_id: str | None = None
+    #: Its reconciler loop (``--stop`` passes) while the fleet runs.
+    loop: ReconcilerLoop = field(init=False)
+    #: Its run had not ended by the deadline (and was failed).
+    timed_out: bool = False
+
+    def __post_init__(self) -> None:
+        self.loop = ReconcilerLoop(self.af)
+
+    def run_ended(self) -> bool:
+        """Whether its run of the fleet has ended (False while its api-server does not answer)."""
+        with contextlib.suppress(Exception):
+            return bool(self.af.dag_run(DAG_ID, self.run_id)["state"] in TERMINAL_RUN_STATES)
+        return False
+
+    def read_deployment_id(self) -> str | None:
+        """The id the deployment generated (its Airflow Variable), read over its REST API; None before
+        any task created it or while the api-server is down."""
+        if self.deployment_id is None:
+            with contextlib.suppress(Exception):
+                self.deployment_id = str(
+                    self.af.api("GET", f"/api/v2/variables/{DEPLOYMENT_VARIABLE}")["value"]
+                ).strip()
+        return self.deployment_id
+
+    def owners(self) -> dict[str, int]:
+        """Its tasks' base job names (derived names need its id: none before it exists)."""
+        named = all(spec["config"].get("TrainingJobName") for spec in self.specs)
+        if not named and self.read_deployment_id() is None:
+            return {}
+        return fleet_owners(self.specs, self.run_id, self.deployment_id)
+
+
+def second_deployment(root: Path, first: LocalAirflow, **kwargs: Any) -> LocalAirflow:
+    """The second deployment of ``--deployments 2``, not started: the LocalExecutor with one scheduler and
+    one triggerer, its own ``AIRFLOW_HOME`` and PostgreSQL server under ``root``, ``first``'s offline
+    SageMaker, and an ``aws_default`` connection of its own access key id (:data:`SECOND_ACCESS_KEY_ID`).
+    Neither sets ``[sm_prefs] deployment_id``: each generates its own."""
+    sm = first.sm
+    connection = {
+        "conn_type": "aws",
+        "login": SECOND_ACCESS_KEY_ID,
+        "password": FAKE_SECRET_ACCESS_KEY,
+        "extra": {"endpoint_url": sm.endpoint_url, "region_name": sm.region},
+    }
+    return LocalAirflow(
+        root,
+        executor="local",
+        database="postgres",
+        emulator_url=sm.endpoint_url,
+        extra_env={"AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection)},
+        **{
+            "poll_interval": 2.0,
+            "max_poll_interval": 5.0,
+            "parallelism": 16,
+            "startup_timeout": 480.0,
+            **kwargs,
+        },
+    )
+
+
+def run_chaos(
+    af: LocalAirflow,
+    *,
+    fleet: int,
+    kills: int,
+    seed: int,
+    timeout: float,
+    others: Sequence[LocalAirflow] = (),
+) -> dict[str, Any]:
+    """Run the fleet under the kill plan against a started Celery deployment; returns the report.
+
+    :param others: started deployments sharing ``af``'s offline SageMaker (:func:`second_deployment`):
+        each runs the same fleet with the same run id and its own reconciler loop; the kills hit ``af``.
+    """
+    prefix = f"chaos{seed}" if not others else None
     specs = plan_fleet(fleet, seed, prefix)
     plan = plan_kills(kills, seed)
     af.sm.load_scenario(scenario())
     af.sm.set_faults(response_latency_ms={"CreateTrainingJob": CREATE_LATENCY_MS})
-    af.wait_for_dags([DAG_ID], timeout=240)
+    for each in (af, *others):
+        each.wait_for_dags([DAG_ID], timeout=240)
     run = ChaosRun(seed=seed, fleet=fleet, kills_planned=len(plan))
-    run_id = af.trigger_dag(DAG_ID, {"tasks": specs}, run_id=f"chaos-{seed}-{int(time.time())}")
-    _log(f"triggered {DAG_ID} {run_id}: {fleet} tasks {dict(Counter(_kind(s) for s in specs))}")
-    driver = Driver(af, plan, run, run_id)
+    run_id = f"chaos-{seed}-{int(time.time())}"
+    deployments = [
+        Deployment(
+            label=chr(ord("A") + i),
+            af=each,
+            run_id=run_id,
+            specs=specs,
+            access_key_id=connection_credentials(each.env, "aws_default")["aws_access_key_id"],
+        )
+        for i, each in enumerate((af, *others))
+    ]
+    for d in deployments:
+        d.af.trigger_dag(DAG_ID, {"tasks": specs}, run_id=run_id)
+        _log(
+            f"triggered {DAG_ID} {run_id} in {d.label}: {fleet} tasks {dict(Counter(_kind(s) for s in specs))}"
+        )
+    first = deployments[0]
+    driver = Driver(af, plan, run, run_id, first.owners)
     deadline = time.monotonic() + timeout
 
     def finished() -> bool:
-        with contextlib.suppress(Exception):
-            return bool(af.dag_run(DAG_ID, run_id)["state"] in TERMINAL_RUN_STATES)
-        return time.monotonic() > deadline
+        return all(d.run_ended() for d in deployments) or time.monotonic() > deadline
 
-    keeper = Keeper(
-        af.supervisor,
-        hold=lambda: set(driver.down),
-        on_restart=lambda name, code: _log(f"{name} exited ({code}); restarted, as its orchestrator would"),
-    )
-    with keeper, MemorySampler(af, components=memory_components(af)) as memory, ReconcilerLoop(af) as rec:
-        driver.drive(lambda: finished() or time.monotonic() > deadline)
+    keepers = [
+        Keeper(
+            d.af.supervisor,
+            hold=(lambda: set(driver.down)) if d.af is af else set,
+            on_restart=partial(_restarted, d.label if others else ""),
+        )
+        for d in deployments
+    ]
+    with contextlib.ExitStack() as stack:
+        for keeper in keepers:
+            stack.enter_context(keeper)
+        memory = stack.enter_context(MemorySampler(af, components=memory_components(af)))
+        for d in deployments:
+            stack.enter_context(d.loop)
+        driver.drive(finished)
         _log(f"{len(run.kills)} kills done; waiting for the run to finish")
-        while not finished() and time.monotonic() < deadline:
+        while not finished():
             time.sleep(2)
-        timed_out = not finished()
-        if timed_out:
-            _log(f"the run did not finish within {timeout:.0f}s; failing it")
-            af.fail_active_runs()
+        for d in deployments:
+            d.timed_out = not d.run_ended()
+            if d.timed_out:
+                _log(f"the run of {d.label} did not finish within {timeout:.0f}s; failing it")
+                d.af.fail_active_runs()
         # Stops of jobs whose task ended come from failure callbacks and trigger cleanups: let them land.
         _settle_jobs(af, 60)
         memory.sample()
     af.sm.set_faults(response_latency_ms={})
-    result = check(af, run_id, specs, prefix)
-    result["reconciler"] = rec.ledger.as_dict()
-    if timed_out:
+    jobs = af.sm.jobs()
+    tags = job_tags(af, jobs) if others else {}
+    results = [check_deployment(d, jobs, tags if others else None, timeout) for d in deployments]
+    run.exits = [f"{name} (exit {code})" for keeper in keepers for name, code in keeper.restarts]
+    data = report(af, run, plan, results[0], memory, seconds=run.elapsed())
+    if others:
+        data.update(shared_sagemaker_report(af, deployments, results, jobs, tags))
+        data["ok"] = bool(data["ok"] and data["shared_ok"])
+    return data
+
+
+def check_deployment(
+    d: Deployment,
+    jobs: Sequence[Mapping[str, Any]],
+    tags: Mapping[str, Mapping[str, str]] | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """:func:`check` of one deployment, over the jobs its tag names (``tags`` None: every job is its)."""
+    mine = jobs
+    if tags is not None:
+        deployment_id = d.read_deployment_id()
+        mine = [j for j in jobs if tags.get(j["name"], {}).get(DEPLOYMENT_TAG) == deployment_id]
+    result = check(d.af, d.run_id, d.specs, d.owners(), mine)
+    result["reconciler"] = d.loop.ledger.as_dict()
+    if d.timed_out:
         result["foreign_failures"].append(f"the run did not finish within {timeout:.0f}s")
-    run.exits = [f"{name} (exit {code})" for name, code in keeper.restarts]
-    return report(af, run, plan, result, memory, seconds=run.elapsed())
+    return result
+
+
+def _restarted(label: str, name: str, code: int) -> None:
+    where = f" of {label}" if label else ""
+    _log(f"{name}{where} exited ({code}); restarted, as its orchestrator would")
+
+
+def job_tags(af: LocalAirflow, jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each job's tags (ListTags), read from the offline SageMaker as anyone would."""
+    client = af.sm.boto3_client("sagemaker")
+    found = {}
+    for job in jobs:
+        pages = client.get_paginator("list_tags").paginate(ResourceArn=job["arn"])
+        found[job["name"]] = {t["Key"]: t["Value"] for page in pages for t in page.get("Tags", [])}
+    return found
+
+
+def shared_sagemaker_report(
+    af: LocalAirflow,
+    deployments: Sequence[Deployment],
+    results: Sequence[Mapping[str, Any]],
+    jobs: Sequence[Mapping[str, Any]],
+    tags: Mapping[str, Mapping[str, str]],
+) -> dict[str, Any]:
+    """The two-deployment part of the report: each deployment's id and invariants, the foreign stops, the
+    jobs no deployment owns."""
+    ids = [d.deployment_id for d in deployments]
+    stats = af.sm.stats()
+    stop_calls = {
+        name: int(ops.get(STOP_OPERATION, 0))
+        for name, ops in stats.get("jobs", {}).items()
+        if ops.get(STOP_OPERATION)
+    }
+    owner_of = {name: tags.get(name, {}).get(DEPLOYMENT_TAG) for name in {*stop_calls, *tags}}
+    foreign = foreign_stops(
+        owner_of,
+        {str(d.deployment_id): list(d.loop.ledger.stopped) for d in deployments},
+        stop_calls,
+        {
+            str(d.deployment_id): int(
+                stats.get("access_keys", {}).get(d.access_key_id, {}).get(STOP_OPERATION, 0)
+            )
+            for d in deployments
+        },
+        int(stats.get("operations", {}).get(STOP_OPERATION, 0)),
+    )
+    unowned = [
+        f"{j['name']} (tag {tags.get(j['name'], {}).get(DEPLOYMENT_TAG)})"
+        for j in jobs
+        if tags.get(j["name"], {}).get(DEPLOYMENT_TAG) not in ids
+    ]
+    ids_differ = None not in ids and len(set(ids)) == len(ids)
+    return {
+        "deployments": [
+            {
+                "label": d.label,
+                "executor": "CeleryExecutor" if d.af.config.executor == "celery" else "LocalExecutor",
+                "schedulers": d.af.config.schedulers,
+                "triggerers": d.af.config.triggerers,
+                "workers": d.af.config.workers,
+                "deployment_id": d.deployment_id,
+                "access_key_id": d.access_key_id,
+                "run_id": d.run_id,
+                "killed": d.af is af,
+                "result": dict(result),
+                "ok": passed(result),
+            }
+            for d, result in zip(deployments, results, strict=True)
+        ],
+        "deployment_ids_differ": ids_differ,
+        "foreign_stops": foreign,
+        "unowned_jobs": unowned,
+        "shared_ok": ids_differ
+        and foreign["count"] == 0
+        and not unowned
+        and all(passed(result) for result in results),
+    }
 
 
 def memory_components(af: LocalAirflow) -> tuple[str, ...]:
@@ -556,7 +882,8 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
     lines = [
         f"{heading} Chaos at any instant (CeleryExecutor topology)",
         "",
-        f"`python -m harness.chaos --fleet {data['fleet']} --kills {len(data['plan'])} --seed {data['seed']}` "
+        f"`python -m harness.chaos --fleet {data['fleet']} --kills {len(data['plan'])} --seed {data['seed']}"
+        f"{' --deployments 2' if data.get('deployments') else ''}` "
         f"(`make chaos`): Airflow {data['airflow_version']}, {topo['executor']} on {topo['broker']}, "
         f"{topo['workers']} Celery workers x {topo['worker_concurrency']} slots, {topo['schedulers']} schedulers, "
         f"{topo['triggerers']} triggerers, api-server, dag-processor, {topo['metadata_db']}; "
@@ -612,7 +939,63 @@ def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
     wrong = (r.get("reconciler") or {}).get("wrong_stops")
     if wrong:
         lines += ["", "Wrong stops:", *(f"- {item}" for item in wrong)]
+    if data.get("deployments"):
+        lines += ["", *_shared_sagemaker_markdown(data, heading + "#")]
     return "\n".join(lines) + "\n"
+
+
+def _shared_sagemaker_markdown(data: Mapping[str, Any], heading: str) -> list[str]:
+    """The per-deployment section of a ``--deployments 2`` run."""
+    foreign = data["foreign_stops"]
+    lines = [
+        f"{heading} Two deployments sharing one offline SageMaker",
+        "",
+        "Both started from the same defaults (no `[sm_prefs] deployment_id`: each generated its own id), ran "
+        "`e2e_chaos` with the same run id and the same fleet, job names derived by the operator, and a "
+        "reconciler loop in stop mode each; the kills hit deployment A. Invariants per deployment (a job is "
+        "the deployment's its `sm-prefs:deployment` tag names):",
+        "",
+        "| Deployment | Topology | Generated id | Tasks | Jobs | Duplicates | Left running | Other failures "
+        "| Record mismatches | Reconciler stopped | Wrong stops | StopTrainingJob sent / received | Holds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for d in data["deployments"]:
+        r = d["result"]
+        topology = f"{d['executor']}, {d['schedulers']} scheduler(s), {d['triggerers']} triggerer(s)"
+        if d["workers"]:
+            topology += f", {d['workers']} workers"
+        topology += ", killed" if d["killed"] else ", not killed"
+        key = str(d["deployment_id"])
+        lines.append(
+            f"| {d['label']} | {topology} | `{d['deployment_id']}` | {_pairs(r['task_states'])} | "
+            f"{r['jobs_created']} | {len(r['duplicates'])} | {len(r['unattended'])} | "
+            f"{len(r['foreign_failures'])} | {len(r['record_mismatches'])} of {r['records_checked']} | "
+            f"{len(r['reconciler']['stopped'])} | {len(r['reconciler']['wrong_stops'])} | "
+            f"{foreign['sent'].get(key, 0)} / {foreign['received'].get(key, 0)} | "
+            f"{'yes' if d['ok'] else '**no**'} |"
+        )
+    lines += [
+        "",
+        f"**Generated ids differ**: {'yes' if data['deployment_ids_differ'] else '**no**'}. "
+        f"**Foreign stops** (a job of one deployment stopped by the other's reconciler or calls; "
+        f"{foreign['total_calls']} StopTrainingJob calls in all): **{foreign['count']}**. "
+        f"Jobs no deployment owns: {len(data['unowned_jobs'])}.",
+    ]
+    for d in data["deployments"]:
+        r = d["result"]
+        for title, items in (
+            ("duplicates", r["duplicates"]),
+            ("left running", r["unattended"]),
+            ("other failures", r["foreign_failures"]),
+            ("wrong stops", r["reconciler"]["wrong_stops"]),
+        ):
+            if items:
+                lines += ["", f"{d['label']}, {title}:", *(f"- {item}" for item in items)]
+    if foreign["items"]:
+        lines += ["", "Foreign stops:", *(f"- {item}" for item in foreign["items"])]
+    if data["unowned_jobs"]:
+        lines += ["", "Jobs no deployment owns:", *(f"- {item}" for item in data["unowned_jobs"])]
+    return lines
 
 
 def _reconciler_line(ledger: Mapping[str, Any] | None) -> str:
@@ -643,12 +1026,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seeds the fleet and the kill schedule")
     parser.add_argument("--timeout", type=float, default=1800.0, help="real seconds the run may take")
     parser.add_argument("--root", type=Path, default=None, help="deployment directory (default: temporary)")
+    parser.add_argument(
+        "--deployments",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: a second deployment (LocalExecutor, its own database) shares the offline SageMaker, runs "
+        "the same fleet with the same run id and its own reconciler; foreign stops are counted (default 1)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     root = args.root or Path(tempfile.mkdtemp(prefix="sm-prefs-chaos-"))
     _log(f"starting the Celery deployment in {root}")
-    with local_airflow(root, executor="celery", poll_interval=2.0, max_poll_interval=5.0) as af:
-        data = run_chaos(af, fleet=args.fleet, kills=args.kills, seed=args.seed, timeout=args.timeout)
+    with contextlib.ExitStack() as stack:
+        af = stack.enter_context(
+            local_airflow(root, executor="celery", poll_interval=2.0, max_poll_interval=5.0)
+        )
+        others = []
+        if args.deployments == 2:
+            _log(
+                f"starting the second deployment (LocalExecutor) in {root / 'second'}, sharing {af.emulator_url}"
+            )
+            others.append(stack.enter_context(second_deployment(root / "second", af)))
+        data = run_chaos(
+            af, fleet=args.fleet, kills=args.kills, seed=args.seed, timeout=args.timeout, others=others
+        )
     write_report(data)
     _log(f"report: {RUN_MD}")
     print(render_markdown(data))

@@ -138,3 +138,79 @@ def test_the_run_passes_only_with_every_invariant_and_checked_records() -> None:
     assert not chaos.passed({**clean, "records_checked": 0})
     for key in clean:
         assert not chaos.passed({**clean, key: ["x"], "records_checked": 3}), key
+
+
+# -- two deployments sharing one offline SageMaker --------------------------------------------------------
+
+A, B = "sm-prefs-aaaaaaaaaaaa", "sm-prefs-bbbbbbbbbbbb"
+
+
+def test_a_derived_names_task_is_its_name_without_resubmission_and_stage() -> None:
+    base = "e2e-chaos-job-3-0a1b2c3d4e"
+    for name in (base, f"{base}-r2", f"{base}-s2", f"{base}-r3-s2"):
+        assert chaos.lineage(name) == base
+
+
+def test_without_a_prefix_the_fleet_names_no_job_and_each_deployment_derives_its_own() -> None:
+    fleet = chaos.plan_fleet(6, 4, None)
+    assert all("TrainingJobName" not in spec["config"] for spec in fleet)
+    owners_a = chaos.fleet_owners(fleet, "chaos-4-1", A)
+    owners_b = chaos.fleet_owners(fleet, "chaos-4-1", B)
+    # Same DAG, run id and map indexes: the two deployments' names differ, each maps back to its task.
+    assert sorted(owners_a.values()) == sorted(owners_b.values()) == list(range(6))
+    assert not set(owners_a) & set(owners_b)
+    assert all(chaos.lineage(name) == name for name in owners_a)
+    assert chaos.fleet_owners(fleet, "chaos-4-1", A) == owners_a
+    # Named in the config: the names are the config's, whatever the deployment.
+    named = chaos.plan_fleet(6, 4, "chaos4")
+    assert (
+        chaos.fleet_owners(named, "r", A)
+        == chaos.fleet_owners(named, "r", B)
+        == {f"chaos4-{i:03d}": i for i in range(6)}
+    )
+
+
+def stops(
+    stopped_by: dict[str, list[str]] | None = None,
+    stop_calls: dict[str, int] | None = None,
+    sent: dict[str, int] | None = None,
+    total: int | None = None,
+) -> dict[str, Any]:
+    owner_of = {"a-job-1": A, "a-job-2": A, "b-job-1": B, "stray": None}
+    calls = stop_calls if stop_calls is not None else {"a-job-1": 1, "b-job-1": 2}
+    signed = sent if sent is not None else {A: 1, B: 2}
+    return chaos.foreign_stops(
+        owner_of,
+        stopped_by if stopped_by is not None else {A: ["a-job-1"], B: ["b-job-1"]},
+        calls,
+        signed,
+        total if total is not None else sum(calls.values()),
+    )
+
+
+def test_each_deployment_stopping_its_own_jobs_is_no_foreign_stop() -> None:
+    found = stops()
+    assert found["count"] == 0 and found["items"] == []
+    assert found["sent"] == found["received"] == {A: 1, B: 2}
+
+
+def test_a_job_stopped_by_the_other_deployments_reconciler_is_a_foreign_stop() -> None:
+    found = stops(stopped_by={A: ["a-job-1"], B: ["b-job-1", "a-job-2"]})
+    assert found["count"] == 1
+    assert found["items"] == [f"a-job-2 (of {A}) stopped by the reconciler of {B}"]
+
+
+def test_stop_calls_reaching_a_deployments_jobs_beyond_what_it_sent_are_foreign_stops() -> None:
+    # A's job received 3 stops; A's key sent 1 of them, B's key 2 more than B's own job received.
+    found = stops(stop_calls={"a-job-1": 3, "b-job-1": 2}, sent={A: 1, B: 4})
+    assert found["count"] == 2
+    assert found["items"] == [f"2 StopTrainingJob calls reached the jobs of {A} beyond the 1 it sent"]
+
+
+def test_a_stop_of_a_job_no_deployment_owns_and_unsigned_stops_are_foreign_stops() -> None:
+    found = stops(stop_calls={"a-job-1": 1, "stray": 1}, sent={A: 1, B: 0})
+    assert found["count"] == 2
+    assert found["items"] == [
+        "stray (owned by no deployment: tag None) received 1 StopTrainingJob",
+        "1 StopTrainingJob calls signed by no deployment's access key",
+    ]
