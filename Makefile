@@ -150,8 +150,10 @@ soak: install postgres
 CHAOS_FLEET ?= 50
 CHAOS_KILLS ?= 20
 CHAOS_SEED ?= 1
+# CHAOS_DEPLOYMENTS=2: a second deployment (LocalExecutor, its own database) shares the offline SageMaker.
+CHAOS_DEPLOYMENTS ?= 1
 chaos: install postgres redis
-	$(RUN) python -m harness.chaos --fleet $(CHAOS_FLEET) --kills $(CHAOS_KILLS) --seed $(CHAOS_SEED)
+	$(RUN) python -m harness.chaos --fleet $(CHAOS_FLEET) --kills $(CHAOS_KILLS) --seed $(CHAOS_SEED) --deployments $(CHAOS_DEPLOYMENTS)
 
 # From SageMaker selecting an entry to the next task running, poll and event mode, on the Celery topology
 # (harness/latency.py); prints the table of docs/performance.md. About 10 minutes; not in CI.
