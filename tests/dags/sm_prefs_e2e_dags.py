@@ -36,28 +36,46 @@ def consume(ti: Any = None) -> dict[str, Any]:
     return {key.value: ti.xcom_pull(task_ids="job", key=key.value) for key in XComKey}
 
 
-with DAG(
+def fleet(dag_id: str, description: str, *, finish_in_triggerer: bool) -> DAG:
+    """``params.count`` training jobs as mapped tasks, each waiting for capacity and completion."""
+    with DAG(
+        dag_id,
+        description=description,
+        schedule=None,
+        start_date=datetime(2026, 9, 15),
+        catchup=False,
+        render_template_as_native_obj=True,
+        max_active_tasks=64,
+        params={"config": {}, "prefs": None, "max_pending": None, "count": 1, "name_prefix": "fleet"},
+        default_args={"retries": 0},
+    ) as dag:
+        SageMakerPreferenceTrainingOperator.partial(
+            task_id="job",
+            instance_preferences="{{ params.prefs }}",
+            max_pending="{{ params.max_pending }}",
+            poll_interval=POLL,
+            max_poll_interval=MAX_POLL,
+            wait_for_completion=True,
+            finish_in_triggerer=finish_in_triggerer,
+            # Deferred tasks count towards this cap (not towards max_active_tasks): the triggerer HA
+            # scenario has 200 waiting at once.
+            max_active_tis_per_dagrun=256,
+        ).expand(config=plan_jobs())
+    return dag
+
+
+e2e_fleet = fleet(
     "e2e_fleet",
-    description="params.count training jobs as mapped tasks, each waiting for capacity and completion",
-    schedule=None,
-    start_date=datetime(2026, 9, 15),
-    catchup=False,
-    render_template_as_native_obj=True,
-    max_active_tasks=64,
-    params={"config": {}, "prefs": None, "max_pending": None, "count": 1, "name_prefix": "fleet"},
-    default_args={"retries": 0},
-) as e2e_fleet:
-    SageMakerPreferenceTrainingOperator.partial(
-        task_id="job",
-        instance_preferences="{{ params.prefs }}",
-        max_pending="{{ params.max_pending }}",
-        poll_interval=POLL,
-        max_poll_interval=MAX_POLL,
-        wait_for_completion=True,
-        # Deferred tasks count towards this cap (not towards max_active_tasks): the triggerer HA
-        # scenario has 200 waiting at once.
-        max_active_tis_per_dagrun=256,
-    ).expand(config=plan_jobs())
+    "params.count training jobs as mapped tasks, each waiting for capacity and completion",
+    finish_in_triggerer=True,
+)
+# The same fleet with every wait resumed in a worker (no end in the triggerer): the path where a trigger
+# that fires right after the deferral meets Airflow's scheduler race (apache/airflow#72716).
+e2e_fleet_resume = fleet(
+    "e2e_fleet_resume",
+    "e2e_fleet with every wait resumed in a worker (finish_in_triggerer=False)",
+    finish_in_triggerer=False,
+)
 
 
 with DAG(

@@ -33,8 +33,19 @@ E2E_DAGS = (
     "t_train_lineage",
     "t_process",
     "e2e_fleet",
+    "e2e_fleet_resume",
     "e2e_retry",
 )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every scenario with the areas of its module (affected.MODULE_AREAS): ``make e2e-affected``
+    selects the areas a change touches by these markers."""
+    from affected import MODULE_AREAS
+
+    for item in items:
+        for area in MODULE_AREAS.get(item.path.name, ()):
+            item.add_marker(getattr(pytest.mark, area))
 
 
 #: Where the session wrote its reliability table, for the terminal summary.

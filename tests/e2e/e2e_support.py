@@ -276,8 +276,10 @@ def deferred_on(
     count: int,
     previous: set[tuple[int, str]] | frozenset[tuple[int, str]] = frozenset(),
     timeout: float = 240.0,
+    settle_seconds: float = SETTLE,
 ) -> set[tuple[int, str]]:
-    """Until ``count`` instances of ``task_id`` are deferred on triggers not in ``previous``, then SETTLE.
+    """Until ``count`` instances of ``task_id`` are deferred on triggers not in ``previous``, then SETTLE
+    (``settle_seconds``; 0 for a scenario about that race).
 
     Returns their triggers as ``(id, created_date)``: a task that resumes and defers again gets a new
     trigger, and SQLite may hand the new row the id of the deleted one.
@@ -293,7 +295,7 @@ def deferred_on(
     triggers: set[tuple[int, str]] = wait_for(
         check, timeout, f"{count} × {dag_id}.{task_id} deferred on new triggers", every=1.0
     )
-    time.sleep(SETTLE)
+    time.sleep(settle_seconds)
     return triggers
 
 
@@ -347,9 +349,11 @@ _CALLBACK_RUN = re.compile(
     r'"timestamp":"(?P<at>[^"]+)".*?"event":"Executing Task callback at index \d+: [^"]*'
     r'\(ti_id=(?P<ti>[0-9a-f-]{36})\)"'
 )
-#: ... or finds that the task has none (the triggerer sends one for every task it ends).
+#: ... or finds that the task has none, or that it is not a failure callback (the triggerer sends one for
+#: every task it ends, success included).
 _CALLBACK_NONE = re.compile(
-    r'"timestamp":"(?P<at>[^"]+)".*?"event":"Callback requested but no callback found".*?'
+    r'"timestamp":"(?P<at>[^"]+)".*?"event":"(?:Callback requested but no callback found|'
+    r'Task callback requested but is not a failure callback)".*?'
     r'"ti_id":"[^"]*?(?P<ti>[0-9a-f-]{36})'
 )
 #: The title of a task process (Airflow's task runner; LocalExecutor and Celery workers alike).

@@ -39,6 +39,7 @@ from e2e_support import (
     pending_from_timeline,
     processing_config,
     scenario,
+    settle,
     training_config,
     unattended_jobs,
     unique,
@@ -48,6 +49,7 @@ from e2e_support import (
 from airflow_provider_sm_prefs.domain.lineage import FACET_NAME
 from airflow_provider_sm_prefs.domain.outcome import XComKey
 from airflow_provider_sm_prefs.domain.status import from_iso
+from airflow_provider_sm_prefs.triggers.dwell import DEFAULT_MIN_DEFER_SECONDS
 from harness.config import (
     FAKE_ACCESS_KEY_ID,
     FAKE_SECRET_ACCESS_KEY,
@@ -430,25 +432,43 @@ def test_throttling_storm_over_50_concurrent_tasks_fails_no_task(
 # -- 5b. a trigger that fires right after its task deferred (Airflow scheduler race) -------------------------
 
 _MISMATCH = re.compile(
-    r"reported that the task instance <TaskInstance: e2e_fleet\.job (?P<run>\S+) map_index=(?P<map>\d+) "
+    r"reported that the task instance <TaskInstance: (?P<dag>\w+)\.job (?P<run>\S+) map_index=(?P<map>\d+) "
     r"\[(?P<state>\w+)\][^>]*> finished with state (?P<event>\w+), but the task instance's state attribute is"
 )
 
 
 _FINISHED = re.compile(
-    r"^(?P<at>\S+Z) .*TaskInstance Finished: dag_id=e2e_fleet, task_id=job, run_id=(?P<run>[^,]+), "
+    r"^(?P<at>\S+Z) .*TaskInstance Finished: dag_id=(?P<dag>\w+), task_id=job, run_id=(?P<run>[^,]+), "
     r"map_index=(?P<map>\d+), .* executor_state=success"
 )
 _HOLD = re.compile(
     r"^Reporting (?P<job>\S+) in (?P<hold>[\d.]+) s: its task deferred (?P<since>[\d.]+) s ago"
 )
+#: The task runner's line when a task defers, and the trigger's when it ends the task itself.
+_DEFERRED = "Pausing task as DEFERRED."
+_ENDED = re.compile(r"^Ending the task (?:failed )?from the triggerer")
+#: The hold of a trigger whose task resumes in a worker (the deployment keeps the default).
+MIN_DEFER_SECONDS = DEFAULT_MIN_DEFER_SECONDS
 
 
 def _iso(text: str) -> float:
     return from_iso(text).timestamp()
 
 
-def _deferral_timings(af: LocalAirflow, run_id: str, names: list[str]) -> tuple[list[float], list[float]]:
+def _records(path: Path) -> list[dict[str, Any]]:
+    """A task or trigger log's JSON records (other lines skipped)."""
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and "timestamp" in record:
+                records.append(record)
+    return records
+
+
+def _deferral_timings(
+    af: LocalAirflow, dag_id: str, run_id: str, names: list[str]
+) -> tuple[list[float], list[float]]:
     """Per task: seconds its triggers held events (added latency), and how long after the first
     deferral the scheduler processed the worker's exit from it (what the hold must outlast).
 
@@ -459,21 +479,19 @@ def _deferral_timings(af: LocalAirflow, run_id: str, names: list[str]) -> tuple[
     index = {name: i for i, name in enumerate(names)}
     held: dict[int, float] = {}
     deferred_at: dict[int, float] = {}
-    for log in (af.log_dir / "dag_id=e2e_fleet").rglob("*.log"):
-        for line in log.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                match = _HOLD.match(str(record.get("event", "")))
-                if match and match["job"] in index:
-                    i = index[match["job"]]
-                    held[i] = held.get(i, 0.0) + float(match["hold"])
-                    at = _iso(record["timestamp"]) - float(match["since"])
-                    deferred_at[i] = min(deferred_at.get(i, at), at)
+    for log in (af.log_dir / f"dag_id={dag_id}" / f"run_id={run_id}").rglob("*.log*"):
+        for record in _records(log):
+            match = _HOLD.match(str(record.get("event", "")))
+            if match and match["job"] in index:
+                i = index[match["job"]]
+                held[i] = held.get(i, 0.0) + float(match["hold"])
+                at = _iso(record["timestamp"]) - float(match["since"])
+                deferred_at[i] = min(deferred_at.get(i, at), at)
     drained: list[float] = []
     finished: dict[int, list[float]] = {}
     for line in af.process_log("scheduler").read_text(errors="replace").splitlines():
         match = _FINISHED.match(line)
-        if match and match["run"] == run_id:
+        if match and match["dag"] == dag_id and match["run"] == run_id:
             finished.setdefault(int(match["map"]), []).append(_iso(match["at"]))
     for i, at in deferred_at.items():
         after = [t - at for t in finished.get(i, []) if t >= at - 0.5]
@@ -482,26 +500,64 @@ def _deferral_timings(af: LocalAirflow, run_id: str, names: list[str]) -> tuple[
     return list(held.values()), drained
 
 
-@pytest.mark.timeout(600)
-def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow, ledger: Ledger) -> None:
-    """Jobs that leave Starting ~1 s after submission: without a hold, triggers fire within a scheduler
-    loop of the deferral.
+def _triggerer_ends(af: LocalAirflow, dag_id: str, run_id: str) -> tuple[dict[int, float], list[int]]:
+    """Tasks their trigger ended in the triggerer: ``{map_index: seconds from the task's last deferral
+    to that end}``, and the map indexes whose ending trigger held its event anyway (must be none).
 
-    Airflow 3.3's scheduler then may process the executor's "success" of the defer exit after the task
-    was already re-queued or running, and fail it ("state mismatch", apache/airflow#72716): 0 to 20 of
-    30 tasks on this machine. The trigger holds such an event until ``min_defer_seconds`` (default 15)
-    after the deferral, so the scheduler has processed that exit first: every task succeeds. The test
-    measures the hold (latency added) and how long the scheduler really took to process the exits.
-    Should a task still fail that way, its job must not run on unattended (on_failure_callback).
+    The deferral is the task runner's "Pausing task as DEFERRED." in the try's log; the end is the
+    trigger's "Ending the task from the triggerer" in the trigger's log of that try (``.trigger.<id>.log``).
     """
-    started = time.monotonic()
-    count = 30
-    # Starting lasts 0.5 s (the trigger fires right after deferral); the job then runs 30 s, long enough
-    # that a job nobody stopped would still be InProgress, or Completed rather than Stopped, when checked.
-    airflow.sm.load_scenario(scenario("fast-transitions", time_scale=60, job_runtime_seconds=1800))
+    ends: dict[int, float] = {}
+    held: list[int] = []
+    for task_dir in (af.log_dir / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=job").glob(
+        "map_index=*"
+    ):
+        i = int(task_dir.name.split("=", 1)[1])
+        deferrals = [
+            _iso(r["timestamp"])
+            for attempt in task_dir.glob("attempt=*.log")
+            for r in _records(attempt)
+            if str(r.get("event", "")).strip() == _DEFERRED
+        ]
+        for trigger_log in task_dir.glob("attempt=*.log.trigger.*.log"):
+            records = _records(trigger_log)
+            ended = [_iso(r["timestamp"]) for r in records if _ENDED.match(str(r.get("event", "")))]
+            if not ended:
+                continue
+            before = [d for d in deferrals if d <= ended[0]]
+            if before:
+                ends[i] = ended[0] - max(before)
+            if any(_HOLD.match(str(r.get("event", ""))) for r in records):
+                held.append(i)
+    return ends, held
+
+
+#: What a task logs when it defers on a wait its trigger will end in the triggerer (operators/finishing.py).
+_ENDS_IN_TRIGGERER = "The triggerer ends this task when the wait is over"
+
+
+def _fleet_run(af: LocalAirflow, dag_id: str, count: int, *, in_triggerer: bool) -> dict[str, Any]:
+    """``count`` mapped tasks of ``dag_id``; their triggers fire right after the last task deferred.
+
+    The emulated clock runs in real time with long phases and the test moves it past a phase once every
+    task is deferred, without the usual settling pause (:data:`e2e_support.SETTLE`): the last tasks to
+    defer see their trigger fire a second or two after their deferral. ``in_triggerer=False``: every
+    task waits for capacity (the job stays Starting), then the clock moves past the job's end; the
+    capacity wait resumes the task in a worker. ``in_triggerer=True``: Starting is over at once, every
+    task waits for its job's end, which its trigger ends in the triggerer. Waits for the run and for
+    every callback of its tasks, and returns what happened.
+    """
+    starting, runtime = (1, 3600) if in_triggerer else (600, 3600)
+    af.sm.load_scenario(
+        clock_scenario(
+            f"defer-race-{dag_id}",
+            job_runtime_seconds=runtime,
+            phase_seconds={"starting": starting, "downloading": 1, "uploading": 1, "stopping": 1},
+        )
+    )
     prefix = unique("race")
-    run_id = airflow.trigger_dag(
-        "e2e_fleet",
+    run_id = af.trigger_dag(
+        dag_id,
         {
             "config": training_config("x", InstanceCount=1),
             "prefs": [G6, G5],
@@ -510,67 +566,148 @@ def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow
             "name_prefix": prefix,
         },
     )
-    airflow.wait_for_run("e2e_fleet", run_id, timeout=420)
-    tis = job_tis(airflow, run_id)
+    if in_triggerer:
+        _all_waiting_to_end_in_triggerer(af, dag_id, run_id, count)
+    else:
+        deferred_on(af, dag_id, run_id, "job", count, timeout=300, settle_seconds=0)
+    af.sm.advance(starting + runtime + 3)
+    af.wait_for_run(dag_id, run_id, timeout=300)
+    tis = job_tis(af, run_id, dag_id)
     raced = {
         int(m["map"])
-        for m in _MISMATCH.finditer(airflow.process_log("scheduler").read_text(errors="replace"))
-        if m["run"] == run_id
+        for m in _MISMATCH.finditer(af.process_log("scheduler").read_text(errors="replace"))
+        if m["dag"] == dag_id and m["run"] == run_id
     }
     failed = {ti["map_index"] for ti in tis if ti["state"] != "success"}
     names = [f"{prefix}-{i:03d}" for i in range(count)]
-
-    def failed_jobs_settled() -> dict[str, str] | None:
-        # The failure callback runs asynchronously in the DAG processor after the task failed.
-        status = {j["name"]: j["status"] for j in airflow.sm.jobs()}
-        pending = [names[i] for i in failed if status.get(names[i]) == "InProgress"]
-        return None if pending else status
-
-    with contextlib.suppress(AssertionError):  # a timeout is reported by the assertions below
-        wait_for(failed_jobs_settled, 90, "the failure callback to stop the raced tasks' jobs", every=1.0)
-    jobs = {j["name"]: j for j in airflow.sm.jobs()}
+    # A raced task is failed by the scheduler and its job stopped by its failure callback, in the DAG
+    # processor, after the run has ended: the scenario's work ends when that callback has run.
+    settle(af)
+    jobs = {j["name"]: j for j in af.sm.jobs()}
     for ti in tis:
         if ti["state"] == "success":
-            outcome = airflow.xcom("e2e_fleet", run_id, "job", map_index=ti["map_index"])
-            assert outcome["job_status"] == "Completed"
-    left = unattended_jobs(airflow, {n: ("e2e_fleet", run_id, "job", i) for i, n in enumerate(names)})
-    held, drained = _deferral_timings(airflow, run_id, names)
+            outcome = af.xcom(dag_id, run_id, "job", map_index=ti["map_index"])
+            assert outcome["job_status"] == "Completed", (dag_id, ti["map_index"], outcome)
+    left = unattended_jobs(af, {n: (dag_id, run_id, "job", i) for i, n in enumerate(names)})
+    held, drained = _deferral_timings(af, dag_id, run_id, names)
+    ends, ends_held = _triggerer_ends(af, dag_id, run_id)
+    return {
+        "run_id": run_id,
+        "names": names,
+        "jobs": jobs,
+        "failed": failed,
+        "raced": raced,
+        "left": left,
+        "held": held,
+        "drained": drained,
+        "ends": ends,
+        "ends_held": ends_held,
+    }
+
+
+def _all_waiting_to_end_in_triggerer(af: LocalAirflow, dag_id: str, run_id: str, count: int) -> None:
+    """Until ``count`` tasks are deferred on a wait their trigger ends in the triggerer (the line the task
+    logs when it defers so, in its last try's log)."""
+    root = af.log_dir / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=job"
+
+    def waiting() -> bool:
+        tis = job_tis(af, run_id, dag_id)
+        if len(tis) != count or any(ti["state"] != "deferred" for ti in tis):
+            return False
+        logs = [root / f"map_index={ti['map_index']}" / f"attempt={ti['try_number']}.log" for ti in tis]
+        return all(log.exists() and _ENDS_IN_TRIGGERER in log.read_text(errors="replace") for log in logs)
+
+    wait_for(waiting, 300, f"{count} × {dag_id}.job deferred on a wait ended in the triggerer", every=1.0)
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+@pytest.mark.timeout(900)
+def test_trigger_firing_right_after_deferral_fails_no_task(airflow: LocalAirflow, ledger: Ledger) -> None:
+    """Jobs that leave a phase the moment the last task deferred: triggers fire within a scheduler loop
+    of the deferral, on both paths a wait can end by.
+
+    Airflow 3.3's scheduler may process the executor's "success" of the defer exit after the task was
+    already re-queued or running, and fail it ("state mismatch", apache/airflow#72716): 0 to 20 of 30
+    tasks on this machine. So a trigger whose task resumes in a worker holds its event until
+    ``min_defer_seconds`` (default 15) after the deferral, and every task succeeds: the first half runs
+    the fleet with ``finish_in_triggerer=False`` (every wait resumes in a worker) and asserts the hold
+    was exercised. A trigger that ends its task in the triggerer (the default for the wait for a job's
+    end) does not hold: the second half runs the default fleet and asserts that the triggerer ended
+    every task, held none of those ends, and that the scheduler failed no task; the table reports how
+    soon after the deferral the ends came (how many within ``min_defer_seconds``, the window the race
+    needs). Should a task still fail that way, its job must not run on unattended
+    (on_failure_callback).
+    """
+    started = time.monotonic()
+    count = 15
+    # Every wait resumes in a worker (finish_in_triggerer=False).
+    resume = _fleet_run(airflow, "e2e_fleet_resume", count, in_triggerer=False)
+    # The default: the wait for the job's end is ended by the trigger in the triggerer.
+    end = _fleet_run(airflow, "e2e_fleet", count, in_triggerer=True)
+
+    held, drained, ends = resume["held"], resume["drained"], end["ends"]
+    fast = sorted(i for i, s in ends.items() if s < MIN_DEFER_SECONDS)
     held_text = (
-        f"events held {sum(held) / len(held):.1f} s on average (max {max(held):.1f} s) after deferral"
+        f"{len(held)} held {_median(held):.1f} s (median; max {max(held):.1f} s) after deferral"
         if held
         else "no event held"
     )
     drain_text = (
-        f"the scheduler processed the defer exits {sorted(drained)[len(drained) // 2]:.1f} s (median), "
+        f"the scheduler processed the defer exits {_median(drained):.1f} s (median), "
         f"{max(drained):.1f} s (max) after deferral"
         if drained
         else "defer exits not measured"
     )
+    end_text = (
+        f"{len(ends)} ended in the triggerer {_median(list(ends.values())):.1f} s (median) after deferral, "
+        f"{len(fast)} within {MIN_DEFER_SECONDS:.0f} s, {len(end['ends_held'])} held"
+        if ends
+        else "none ended in the triggerer"
+    )
     ledger.record(
         id="airflow-defer-race",
         order=6,
-        scenario="Jobs leave Starting ~1 s after submission: triggers fire right after their task deferred",
-        load=f"{count} mapped tasks",
+        scenario="Jobs move on the moment the last task deferred: triggers fire right after their task "
+        "deferred; both paths: resumed in a worker (finish_in_triggerer=False), ended in the triggerer "
+        "(default)",
+        load=f"2 runs × {count} mapped tasks",
         faults="none (timing only)",
-        outcome=f"{count - len(failed)}/{count} succeeded ({len(raced)} failed by Airflow's scheduler race, "
-        f"apache/airflow#72716); {held_text}; {drain_text}",
-        jobs_created=len(jobs),
-        unattended=len(left),
+        outcome=f"resumed in a worker: {count - len(resume['failed'])}/{count} succeeded "
+        f"({len(resume['raced'])} failed by Airflow's scheduler race, apache/airflow#72716), {held_text}, "
+        f"{drain_text}; ended in the triggerer: {count - len(end['failed'])}/{count} succeeded "
+        f"({len(end['raced'])} failed by the race), {end_text}",
+        jobs_created=len(resume["jobs"]) + len(end["jobs"]),
+        unattended=len(resume["left"]) + len(end["left"]),
         seconds=time.monotonic() - started,
     )
     sys.stderr.write(
-        f"\nrace: {len(failed)}/{count} tasks failed (race: {sorted(raced)}); holds per task (s): "
-        f"{sorted(round(h, 1) for h in held)}; scheduler drain after deferral (s): "
+        f"\nrace, resumed in a worker: failed {sorted(resume['failed'])} (race: {sorted(resume['raced'])}); "
+        f"holds per task (s): {sorted(round(h, 1) for h in held)}; scheduler drain after deferral (s): "
         f"{sorted(round(d, 1) for d in drained)}\n"
+        f"race, ended in the triggerer: failed {sorted(end['failed'])} (race: {sorted(end['raced'])}); "
+        f"end after deferral (s): {sorted(round(s, 1) for s in ends.values())}; held: {end['ends_held']}\n"
     )
-    assert failed == set(), (
-        f"tasks failed: {sorted(failed)}; by the scheduler race: {sorted(raced)}; "
-        f"their jobs: {[(names[i], jobs[names[i]]['status']) for i in sorted(failed)]}"
+    for half, run in (("resumed in a worker", resume), ("ended in the triggerer", end)):
+        names, jobs = run["names"], run["jobs"]
+        assert run["failed"] == set(), (
+            f"{half}: tasks failed: {sorted(run['failed'])}; by the scheduler race: {sorted(run['raced'])}; "
+            f"their jobs: {[(names[i], jobs[names[i]]['status']) for i in sorted(run['failed'])]}"
+        )
+        assert run["left"] == [], (
+            f"{half}: SageMaker jobs left running with no task looking after them: {run['left']}"
+        )
+    # Every wait of the first half resumes in a worker: some must have ended within the hold.
+    assert held, "resumed in a worker: no trigger fired within min_defer_seconds of its deferral (no hold)"
+    assert resume["ends"] == {}, (
+        f"finish_in_triggerer=False, yet the triggerer ended {sorted(resume['ends'])}"
     )
-    # On a busy machine the task's own look before deferring may already see the job InProgress (no
-    # capacity deferral); but some waits must have ended within the hold, or the scenario tested nothing.
-    assert held, "no trigger fired within min_defer_seconds of its deferral: the race was not exercised"
-    assert left == [], f"SageMaker jobs left running with no task looking after them: {left}"
+    # Every task of the second half was ended by its trigger in the triggerer, none held (how soon after
+    # the deferral depends on the triggerer's load: reported, not asserted).
+    assert sorted(ends) == list(range(count)), f"ended in the triggerer: {sorted(ends)} of {count} tasks"
+    assert end["ends_held"] == [], f"ends in the triggerer held their events: {end['ends_held']}"
 
 
 # -- 6. the pending deadline passes --------------------------------------------------------------------------
