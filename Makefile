@@ -12,7 +12,7 @@ SDK_VENV := build/sdk-venv
 # Extra pytest options of the non-e2e suites (make test, make compat-<minor>).
 PYTEST_ARGS ?=
 
-.PHONY: help install sdk-venv sdk-lock perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-credentials-airflow bench-page bench-preflight airflow airflow-history e2e e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
+.PHONY: help install sdk-venv sdk-lock perf-doc test compat compat-oldest e2e-core lint demo bench bench-credentials bench-credentials-airflow bench-page bench-preflight airflow airflow-history e2e e2e-affected e2e-ha soak soak-short chaos chaos-short latency reliability-doc postgres browser redis clean
 
 help:
 	@echo "make install  - create .venv from uv.lock (installs uv with pip if missing: uv-requirements.txt, pinned and hashed)"
@@ -34,6 +34,7 @@ help:
 	@echo "make airflow  - a local Airflow (UI on :8080) against the offline SageMaker, example DAGs loaded (EXECUTOR=celery: the Celery topology)"
 	@echo "make airflow-history - make airflow with a login and 60 seeded runs for the capacity page (/sm-prefs/)"
 	@echo "make e2e      - end-to-end tests against a running Airflow (scheduler, triggerer, API server)"
+	@echo "make e2e-affected - the e2e scenarios covering the files changed since BASE (default origin/main, else the merge-base with main; uncommitted and untracked files included), by area marker (tests/e2e/affected.py); run it before a change to operators, triggers, the reconciler or the harness lands"
 	@echo "make e2e-ha   - the triggerer HA scenario alone at full size: 200 tasks waiting, one of two triggerers killed"
 	@echo "make soak     - a week of nights (nightly DAG + 50 mapped tasks) under faults; not in CI (SOAK_NIGHTS, SOAK_FLEET, SOAK_SEED, SOAK_BUDGET)"
 	@echo "make soak-short - the soak as a test: 2 nights x 10 mapped tasks under every fault kind"
@@ -129,6 +130,13 @@ redis:
 
 e2e: install postgres browser redis
 	$(RUN) pytest -m e2e tests/e2e
+
+# CI's e2e-core runs the core scenarios only; this runs the non-core ones a change can break: the files changed
+# since BASE mapped to the suite's areas (markers), each area's scenarios (tests/e2e/affected.py has the map;
+# `python tests/e2e/affected.py --list` prints the selection without running it).
+BASE ?=
+e2e-affected: install postgres browser redis
+	$(RUN) python tests/e2e/affected.py $(if $(BASE),--base $(BASE))
 
 # make e2e runs it with fewer tasks (SM_PREFS_E2E_HA_TASKS, default in the test module) to stay quick.
 e2e-ha: install postgres
