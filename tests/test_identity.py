@@ -119,3 +119,74 @@ def test_the_default_deployment_id_hashes_the_api_servers_address_never_credenti
     assert default_deployment_id(db) == default_deployment_id(db.replace("secret", "rotated"))
     assert default_deployment_id(db) != default_deployment_id(db.replace("/airflow", "/staging"))
     assert default_deployment_id(None) == "airflow"
+
+
+class _Deployment:
+    """One metadata database's Variables and an emulated clock; ``during_sleep`` runs what other
+    components do while a component sleeps (the interleaving a race needs, without real time)."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, str] = {}
+        self.clock = 1_000.0
+        self.during_sleep: list[object] = []
+        self.slept = 0.0
+
+    def read(self, key: str) -> str | None:
+        return self.variables.get(key)
+
+    def write(self, key: str, value: str) -> None:
+        self.variables[key] = value
+
+    def now(self) -> float:
+        return self.clock
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        while self.during_sleep:
+            self.during_sleep.pop(0)()  # type: ignore[operator]
+        self.clock += seconds
+
+    def settle(self) -> str:
+        from airflow_provider_sm_prefs.operators.identity import settled_deployment_id
+
+        return settled_deployment_id(self.read, self.write, self.now, self.sleep)
+
+
+def test_a_component_that_reads_the_id_while_first_writes_race_takes_the_id_that_stays() -> None:
+    from airflow_provider_sm_prefs.operators.identity import CREATED_VARIABLE, DEPLOYMENT_VARIABLE
+
+    deployment = _Deployment()
+    # Component A found no id and wrote one; component B, which also found none, has not written yet.
+    deployment.write(CREATED_VARIABLE, f"{deployment.clock:.3f}")
+    deployment.write(DEPLOYMENT_VARIABLE, "af-aaaaaaaaaaaaaaaa")
+    deployment.clock += 0.2
+
+    def b_writes() -> None:
+        deployment.write(CREATED_VARIABLE, f"{deployment.clock + 0.3:.3f}")
+        deployment.write(DEPLOYMENT_VARIABLE, "af-bbbbbbbbbbbbbbbb")
+
+    deployment.during_sleep.append(b_writes)
+    # A reader now reads A's id, which B is about to replace: it must end with the id that stays.
+    assert deployment.settle() == "af-bbbbbbbbbbbbbbbb" == deployment.variables[DEPLOYMENT_VARIABLE]
+
+
+def test_an_id_written_long_ago_or_without_a_write_time_is_taken_at_once() -> None:
+    from airflow_provider_sm_prefs.operators.identity import CREATED_VARIABLE, DEPLOYMENT_VARIABLE
+
+    deployment = _Deployment()
+    deployment.write(DEPLOYMENT_VARIABLE, "af-0123456789abcdef")  # an earlier release's: no write time
+    assert deployment.settle() == "af-0123456789abcdef" and deployment.slept == 0
+    deployment.write(CREATED_VARIABLE, f"{deployment.clock - 3600:.3f}")
+    assert deployment.settle() == "af-0123456789abcdef" and deployment.slept == 0
+
+
+def test_the_first_component_writes_an_id_and_takes_what_is_stored_once_writes_settled() -> None:
+    import re
+
+    from airflow_provider_sm_prefs.operators.identity import CREATED_VARIABLE, DEPLOYMENT_VARIABLE
+
+    deployment = _Deployment()
+    chosen = deployment.settle()
+    assert re.fullmatch(r"af-[0-9a-f]{16}", chosen) and deployment.variables[DEPLOYMENT_VARIABLE] == chosen
+    assert float(deployment.variables[CREATED_VARIABLE]) == 1_000.0
+    assert deployment.slept >= 6.0  # the settle time and the clock skew allowed for

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from airflow_provider_sm_prefs.operators.task_try import TaskTry
 
 __all__ = [
+    "CREATED_VARIABLE",
     "DEPLOYMENT_VARIABLE",
     "IdentityTags",
     "deployment_claim",
@@ -47,6 +48,7 @@ __all__ = [
     "identity_tags_enabled",
     "job_claim",
     "legacy_deployment_ids",
+    "settled_deployment_id",
     "task_claim",
 ]
 
@@ -57,6 +59,11 @@ DEPLOYMENT_VARIABLE = "sm_prefs_deployment_id"
 #: After creating the Variable, how long to wait before reading it back: two components that found it
 #: missing at the same instant both wrote; the read after both writes gives both the same id.
 CREATE_SETTLE_SECONDS = 1.0
+#: The Variable that keeps when the id was last written (epoch seconds, written before the id): a reader
+#: that finds a younger id waits until no first write still under way can replace it.
+CREATED_VARIABLE = "sm_prefs_deployment_id_created"
+#: Clock difference between hosts allowed for when judging an id's age.
+CLOCK_SKEW_SECONDS = 5.0
 _generated: dict[str, str] = {}
 _generated_lock = threading.Lock()
 
@@ -91,29 +98,67 @@ def deployment_id() -> str:
 def _stored_or_created() -> str:
     from airflow.sdk import Variable
 
-    try:
-        stored = Variable.get(DEPLOYMENT_VARIABLE, default=None)
-        if stored and str(stored).strip():
-            return str(stored).strip()
-        candidate = new_deployment_id()
-        from airflow_provider_sm_prefs.compat import set_variable
+    from airflow_provider_sm_prefs.compat import set_variable
 
-        set_variable(
-            DEPLOYMENT_VARIABLE,
-            candidate,
-            "This Airflow deployment's id in the sm-prefs:deployment tag of the SageMaker jobs and clusters "
-            "it creates (airflow-provider-sm-prefs). Generated once; never change it while jobs run.",
-        )
-        time.sleep(CREATE_SETTLE_SECONDS)
-        settled = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+    def read(key: str) -> str | None:
+        value = Variable.get(key, default=None)
+        return str(value).strip() or None if value is not None else None
+
+    def write(key: str, value: str) -> None:
+        set_variable(key, value, _DESCRIPTIONS[key])
+
+    try:
+        chosen = settled_deployment_id(read, write, time.time, time.sleep)
     except Exception as err:
         raise AirflowFailException(
             f"The deployment id could not be read or created in the Airflow Variable {DEPLOYMENT_VARIABLE!r} "
             f"({type(err).__name__}: {err}); set [sm_prefs] deployment_id to a name unique to this deployment"
         ) from err
-    chosen = str(settled or candidate).strip()
-    log.info("Generated this deployment's id %s (Airflow Variable %s)", chosen, DEPLOYMENT_VARIABLE)
+    log.info("This deployment's id is %s (Airflow Variable %s)", chosen, DEPLOYMENT_VARIABLE)
     return chosen
+
+
+_DESCRIPTIONS = {
+    DEPLOYMENT_VARIABLE: "This Airflow deployment's id in the sm-prefs:deployment tag of the SageMaker jobs and "
+    "clusters it creates (airflow-provider-sm-prefs). Generated once; never change it while jobs run.",
+    CREATED_VARIABLE: "When sm_prefs_deployment_id was generated (epoch seconds; airflow-provider-sm-prefs).",
+}
+
+
+def settled_deployment_id(
+    read: Callable[[str], str | None],
+    write: Callable[[str, str], None],
+    now: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> str:
+    """The deployment id every component agrees on: the stored one, or a new one once its writes settled.
+
+    The Task SDK can only overwrite a Variable, so components that find no id at the same instant each
+    write one, and the last write wins. A writer waits :data:`CREATE_SETTLE_SECONDS` and takes what is
+    stored then. A reader that finds an id written less than that (plus :data:`CLOCK_SKEW_SECONDS`) ago
+    may have read one a concurrent first write is about to replace: it waits until that time has passed
+    and reads again, so no process keeps an id the deployment does not have. An id without a write time
+    (an earlier release's, or one set by hand) is taken at once.
+    """
+    stored = read(DEPLOYMENT_VARIABLE)
+    if stored is None:
+        write(CREATED_VARIABLE, f"{now():.3f}")  # before the id: a reader of the id finds its age
+        write(DEPLOYMENT_VARIABLE, new_deployment_id())
+        sleep(CREATE_SETTLE_SECONDS)
+        stored = read(DEPLOYMENT_VARIABLE)
+        if stored is None:
+            raise RuntimeError(f"the Variable {DEPLOYMENT_VARIABLE} was written but reads back empty")
+    for _ in range(10):  # each round outlasts the writes of one burst of first components
+        try:
+            written = float(read(CREATED_VARIABLE) or "nan")
+        except ValueError:
+            return stored
+        young = written + CREATE_SETTLE_SECONDS + CLOCK_SKEW_SECONDS - now()
+        if not young > 0:  # also when no write time is stored (nan)
+            return stored
+        sleep(young)
+        stored = read(DEPLOYMENT_VARIABLE) or stored
+    return stored
 
 
 def legacy_deployment_ids() -> list[str]:
