@@ -11,7 +11,7 @@ What the datasets and the facet hold is decided by the pure :mod:`airflow_provid
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_sm_prefs.domain import lineage
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
@@ -109,3 +109,38 @@ def lineage_listener_expected(task: Any) -> bool:
         return bool(is_selective_lineage_enabled(task))
     except Exception:
         return True
+
+
+class OperatorLineageMethods:
+    """The OpenLineage methods of the job operators: Airflow's OpenLineage listener calls them on the task
+    object that ran (the request's S3 inputs and outputs, the preference list, and the outcome once known)."""
+
+    job_kind: ClassVar[JobKind]
+    instance_preferences: Any
+    max_pending: Any
+    _progress: TryProgress
+    #: The operator's: the config as rendered for this try.
+    _rendered_config: Callable[[], Any]
+
+    def _lineage(self, *, finished: bool) -> OperatorLineage[Any, Any]:
+        return operator_lineage(
+            self.job_kind,
+            self._rendered_config,
+            self.instance_preferences,
+            self.max_pending,
+            self._progress,
+            finished=finished,
+        )
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
+        """The request's S3 inputs and outputs, and the preference list (nothing selected yet)."""
+        return self._lineage(finished=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
+        """As on start, with the outcome: the selected entry, its rank, the wait, costs; for a completed
+        training job the model artifact SageMaker reports instead of the output prefix."""
+        return self._lineage(finished=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage[Any, Any]:
+        """As on complete: the outcome when SageMaker had selected an entry before the task failed."""
+        return self._lineage(finished=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import Context
 
@@ -55,7 +55,7 @@ from airflow_provider_sm_prefs.operators.guardrail_check import (
 )
 from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
 from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
-from airflow_provider_sm_prefs.operators.openlineage import operator_lineage
+from airflow_provider_sm_prefs.operators.openlineage import OperatorLineageMethods
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
 from airflow_provider_sm_prefs.operators.task_try import TaskTry
 from airflow_provider_sm_prefs.operators.waiting import CapacityWait, TriggerSettings, Wait
@@ -63,14 +63,11 @@ from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, KeepJ
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 
-if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors.base import OperatorLineage
-
 #: A method a wait resumes in (``execute_complete``, ``execute_job_complete``).
 Resume = Callable[..., "dict[str, Any] | None"]
 
 
-class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
+class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperatorArguments):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -506,15 +503,10 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
         return run
 
     def _wait_again(self, run: TaskTry, wait_for: WaitFor, deadline: float | None) -> dict[str, Any] | None:
-        """The wait ended without an event: look at the recorded job again and go on waiting.
-
-        A triggerer resumes a task only with its trigger's event. A runner of triggers in the task's own
-        process (``dag.test()``) resumes it with the deferral's arguments alone when the trigger's run
-        ends without one. Nothing is known about the job then: reading that as an error would fail a task
-        a triggerer keeps waiting, and reading it as a closed window would stop a stage early. The task
-        looks once more and defers again with the same wait (the stage's window still counts from its
-        job's CreationTime), or resumes at once when the look shows the wait over.
-        """
+        """The wait ended without an event (a runner of triggers in the task's process, ``dag.test()``,
+        resumes with the deferral's arguments alone): nothing is known about the job, so it is neither an
+        error nor a closed window. Look at the recorded job again and wait on (a stage's window still counts
+        from its job's CreationTime), or resume at once when the look shows the wait over."""
         state = run.store.load()
         if state is None:
             raise errors.JobFailedError(
@@ -585,30 +577,6 @@ class SageMakerPreferenceBaseOperator(PreferenceOperatorArguments):
             self.hook.stop_job(self.job_kind, job_name, self._claim(self._try, job_name))
         except NotOursError as err:
             self.log.error("%s", err)
-
-    # -- OpenLineage -----------------------------------------------------------------------------------
-    def _lineage(self, *, finished: bool) -> OperatorLineage[Any, Any]:
-        return operator_lineage(
-            self.job_kind,
-            self._rendered_config,
-            self.instance_preferences,
-            self.max_pending,
-            self._progress,
-            finished=finished,
-        )
-
-    def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
-        """The request's S3 inputs and outputs, and the preference list (nothing selected yet)."""
-        return self._lineage(finished=False)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
-        """As on start, with the outcome: the selected entry, its rank, the wait, costs; for a completed
-        training job the model artifact SageMaker reports instead of the output prefix."""
-        return self._lineage(finished=True)
-
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage[Any, Any]:
-        """As on complete: the outcome when SageMaker had selected an entry before the task failed."""
-        return self._lineage(finished=True)
 
 
 class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):
