@@ -42,7 +42,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException, Stats, TaskDeferred
+from airflow.providers.common.compat.sdk import (
+    AirflowFailException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    Stats,
+    TaskDeferred,
+)
 from airflow.providers.common.compat.version_compat import (
     AIRFLOW_V_3_1_PLUS,
     AIRFLOW_V_3_2_PLUS,
@@ -58,6 +64,8 @@ __all__ = [
     "EXTERNAL_VIEWS",
     "TRIGGER_ON_KILL",
     "AirflowFailException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
     "Stats",
     "TaskDeferred",
     "VariableStateStore",

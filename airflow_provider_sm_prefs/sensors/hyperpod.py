@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
+from airflow_provider_sm_prefs.compat import AirflowSensorTimeout, AirflowSkipException
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.hyperpod import (
     FlexibleGroup,
@@ -43,6 +45,13 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         looked, if the group is still short. None: no bound of its own, except on a cluster in
         ``NodeProvisioningMode: Continuous``, where HyperPod never gives up and three hours apply (logged).
     :param poll_interval: seconds between DescribeCluster calls.
+
+    Of ``BaseSensorOperator``'s own arguments: ``timeout`` bounds the whole wait (the deferral's timeout,
+    or the worker's wait with ``deferrable=False``): past it the task fails with ``AirflowSensorTimeout``;
+    ``soft_fail`` (and ``never_fail``) skip the task instead of failing it, on a timeout and on a failed
+    wait (a shortfall, a rollback, a failed or missing group). ``mode="reschedule"`` is refused: one wait
+    keeps its start and its state from look to look; ``deferrable=True`` (the default) frees the worker
+    slot as rescheduling would. ``poke_interval`` is ``poll_interval``'s.
     """
 
     template_fields: Sequence[str] = ("cluster_name", "group_name", "target_count")
@@ -65,7 +74,14 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         botocore_config: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
+        if self.mode == "reschedule":
+            raise ValueError(
+                f"{self.task_id}: mode='reschedule' is not supported by SageMakerHyperPodGroupSensor: its wait "
+                f"keeps its start and state between looks. Use deferrable=True (the default), which frees the "
+                f"worker slot while it waits, or mode='poke' with deferrable=False"
+            )
         self.cluster_name = cluster_name
         self.group_name = group_name
         self.target_count = target_count
@@ -91,9 +107,25 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
-        with self.recorder.failures(context, progress):
+        with self._skip_if_soft(), self.recorder.failures(context, progress):
             event, group = self._watch(context, progress)
         return self.execute_complete(context, event, group=group)
+
+    @contextmanager
+    def _skip_if_soft(self) -> Iterator[None]:
+        """A failed wait or a timeout skips the task under ``soft_fail``/``never_fail``, as Airflow's own
+        sensors do (the failure is recorded first)."""
+        try:
+            yield
+        except (errors.SageMakerPreferencesError, AirflowSensorTimeout) as err:
+            if self.soft_fail or getattr(self, "never_fail", False):
+                raise AirflowSkipException(f"Skipping (soft_fail): {err}") from err
+            raise
+
+    def _timeout(self) -> timedelta | None:
+        """The sensor's ``timeout`` as the wait's bound (None: none)."""
+        seconds = float(self.timeout) if self.timeout is not None else None
+        return timedelta(seconds=seconds) if seconds is not None and seconds < float("inf") else None
 
     def _pending_bound(self, cluster: Mapping[str, Any]) -> float | None:
         """``max_pending``, or three hours on a cluster in Continuous mode when none was given: HyperPod then
@@ -142,15 +174,29 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
             deferred_at=deferred_now() if self.deferrable else None,
             min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if self.deferrable else None,
         )
+        timeout = self._timeout()
         if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"group": group.as_dict()})
-        return asyncio.run(trigger.wait()).as_payload(), group.as_dict()
+            self.defer(
+                trigger=trigger,
+                method_name="execute_complete",
+                kwargs={"group": group.as_dict()},
+                timeout=timeout,
+            )
+        try:
+            ended = asyncio.run(
+                asyncio.wait_for(trigger.wait(), timeout.total_seconds() if timeout is not None else None)
+            )
+        except asyncio.TimeoutError as err:
+            raise AirflowSensorTimeout(
+                f"{self.cluster_name}/{self.group_name}: not ready within the sensor's timeout ({self.timeout} s)"
+            ) from err
+        return ended.as_payload(), group.as_dict()
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, group: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         progress = TryProgress(group=request_fields(self.cluster_name, self.group_name))
-        with self.recorder.failures(context, progress):
+        with self._skip_if_soft(), self.recorder.failures(context, progress):
             return self._complete(context, event or {}, group, progress)
 
     def _complete(

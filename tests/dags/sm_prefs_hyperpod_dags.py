@@ -84,3 +84,26 @@ with _dag("hp_fixed_type") as hp_fixed_type:
 
 with _dag("hp_continuous") as hp_continuous:
     _group("scale", instance_count=8, **_ONLY_LIST_AND_COUNT)  # no max_pending
+
+# The sensor with BaseSensorOperator's own arguments (tests/sensors/test_hyperpod_sensor.py): a group that
+# does not exist, watched with and without soft_fail; a group that never gets its nodes, watched in the
+# worker with a short timeout, with and without soft_fail.
+for _soft in (False, True):
+    _suffix = "_soft" if _soft else ""
+    with _dag(f"hp_sensor_missing{_suffix}") as _missing_dag:
+        SageMakerHyperPodGroupSensor(
+            task_id="watch", cluster_name="nightly", group_name="no-such-group", soft_fail=_soft, **FAST
+        )
+    globals()[f"hp_sensor_missing{_suffix}"] = _missing_dag
+    with _dag(f"hp_sensor_timeout{_suffix}") as _timeout_dag:
+        SageMakerHyperPodGroupSensor(
+            task_id="watch",
+            cluster_name="nightly",
+            group_name="gpu-workers",
+            target_count=8,
+            deferrable=False,
+            timeout=3,
+            soft_fail=_soft,
+            **FAST,
+        )
+    globals()[f"hp_sensor_timeout{_suffix}"] = _timeout_dag
