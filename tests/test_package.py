@@ -85,6 +85,31 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+#: The layers, lowest first: a module never imports one of a higher layer (lazy imports count too). The
+#: triggerer loads triggers, hooks and what they import; never an operator or a sensor, and so never the
+#: whole operator package.
+LAYERS = (("domain",), ("hooks", "triggers"), ("operators", "sensors", "plugin", "reconcile"))
+
+
+def layer_of(module: str) -> int | None:
+    part = module.removeprefix(f"{NAME}.").split(".")[0]
+    return next((i for i, names in enumerate(LAYERS) if part in names), None)
+
+
+def test_no_module_imports_one_of_a_higher_layer() -> None:
+    wrong = [
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        if (own := layer_of(name)) is not None
+        for target in sorted(imported_modules(path))
+        if (theirs := layer_of(target)) is not None and theirs > own
+    ]
+    assert wrong == []
+    graph = {name: imported_modules(path) for name, path in MODULES.items()}
+    for trigger in (m for m in MODULES if m.startswith(f"{NAME}.triggers.")):
+        assert not {m for m in reachable(graph, trigger) if m.startswith(f"{NAME}.operators")}, trigger
+
+
 DOMAIN = f"{NAME}.domain"
 DOMAIN_MODULES = sorted(m for m in MODULES if m == DOMAIN or m.startswith(f"{DOMAIN}."))
 

@@ -16,13 +16,13 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.guardrail_check import GUARDRAIL_FIELDS
+from airflow_provider_sm_prefs.job_logs import DEFAULT_MAX_LOG_LINES
 from airflow_provider_sm_prefs.links import (
     CapacityHistoryLink,
     SageMakerPreferenceJobLink,
     SageMakerPreferenceJobLogsLink,
 )
-from airflow_provider_sm_prefs.operators.guardrail_check import GUARDRAIL_FIELDS
-from airflow_provider_sm_prefs.operators.job_logs import DEFAULT_MAX_LOG_LINES
 from airflow_provider_sm_prefs.operators.parse_time import (
     check_literal_arguments,
     plain_literals,

@@ -22,7 +22,7 @@ from airflow_provider_sm_prefs.domain.preferences import (
     check_request,
     to_seconds,
 )
-from airflow_provider_sm_prefs.operators.guardrail_check import GuardrailCheck
+from airflow_provider_sm_prefs.guardrail_check import GuardrailCheck
 from airflow_provider_sm_prefs.operators.templates import has_template
 
 __all__ = ["check_literal_arguments", "plain_literals", "stored_preferences"]

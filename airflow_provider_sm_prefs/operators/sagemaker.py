@@ -40,21 +40,21 @@ from airflow_provider_sm_prefs.domain.preferences import (
 )
 from airflow_provider_sm_prefs.domain.status import WaitFor
 from airflow_provider_sm_prefs.domain.windows import StageLimits
+from airflow_provider_sm_prefs.guardrail_check import (
+    GUARDRAIL_FIELDS,
+    GuardrailCheck,
+    with_guardrails,
+)
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
     AwsSettings,
     SageMakerPreferenceHook,
 )
+from airflow_provider_sm_prefs.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.links import persist_job_links
 from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArguments
 from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
-from airflow_provider_sm_prefs.operators.guardrail_check import (
-    GUARDRAIL_FIELDS,
-    GuardrailCheck,
-    with_guardrails,
-)
 from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
-from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
 from airflow_provider_sm_prefs.operators.openlineage import OperatorLineageMethods
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
 from airflow_provider_sm_prefs.operators.task_try import TaskTry

@@ -164,8 +164,8 @@ def _end_task(
     log: Any,
 ) -> _Ending:
     # Imported here: the operators' collaborators are not needed by a trigger that only waits.
-    from airflow_provider_sm_prefs.operators.guardrail_check import with_guardrails
-    from airflow_provider_sm_prefs.operators.job_logs import JobLogPrinter
+    from airflow_provider_sm_prefs.guardrail_check import with_guardrails
+    from airflow_provider_sm_prefs.job_logs import JobLogPrinter
     from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 
     ti = _TaskInstanceOfTheEvent(plan.ti)
