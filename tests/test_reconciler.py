@@ -9,7 +9,6 @@ counted by the emulator's ledger.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -352,13 +351,41 @@ def test_an_unreadable_state_keeps_every_job(sm: Any, jobs: Any, client: Any) ->
 
 
 def test_calls_are_rate_limited(sm: Any, jobs: Any, api: RestApiTaskStates) -> None:
+    from airflow_provider_sm_prefs.reconcile import RateLimiter
+
+    clock = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the pass's own clock: no wall time is measured
+        slept.append(seconds)
+        clock[0] += seconds
+
     before = sum(sm.stats()["operations"].values())
-    started = time.monotonic()
-    reconciler(api, dry_run=True, kinds=["processing"], max_calls_per_second=10).run()
-    elapsed = time.monotonic() - started
+    one = reconciler(api, dry_run=True, kinds=["processing"], hyperpod_groups=False)
+    one.limiter = RateLimiter(10, clock=lambda: clock[0], sleep=sleep)
+    one.run()
     calls = sum(sm.stats()["operations"].values()) - before
     assert calls >= 3  # ListProcessingJobs and one ListTags per processing job
-    assert elapsed >= (calls - 1) / 10 * 0.9
+    # Every call after the first waited its 0.1 s slot (the limiter's waits, not the host's speed).
+    assert slept == [pytest.approx(0.1)] * (len(slept)) and len(slept) >= calls - 1
+    assert clock[0] == pytest.approx(100.0 + 0.1 * len(slept))
+
+
+def test_the_rate_limiter_spaces_calls_by_its_interval_and_never_waits_without_a_limit() -> None:
+    from airflow_provider_sm_prefs.reconcile import RateLimiter
+
+    clock = [0.0]
+    slept: list[float] = []
+    limiter = RateLimiter(4, clock=lambda: clock[0], sleep=slept.append)
+    for _ in range(3):
+        limiter.wait()
+    assert slept == [0.25, 0.5]  # slots at 0, 0.25 and 0.5 for calls asked for at 0
+    clock[0] = 10.0
+    limiter.wait()
+    assert slept == [0.25, 0.5]  # long after the last slot: no wait
+    unlimited = RateLimiter(None, clock=lambda: clock[0], sleep=slept.append)
+    unlimited.wait()
+    assert slept == [0.25, 0.5]
 
 
 def test_the_command_line_refuses_to_judge_without_a_readable_api(capsys: pytest.CaptureFixture[str]) -> None:

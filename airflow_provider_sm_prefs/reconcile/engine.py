@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,23 +47,34 @@ _TAGS_PAGE = 100
 
 
 class RateLimiter:
-    """At most ``per_second`` calls per second across the threads that share it (None or 0: no limit)."""
+    """At most ``per_second`` calls per second across the threads that share it (None or 0: no limit).
 
-    def __init__(self, per_second: float | None) -> None:
+    :param clock: monotonic seconds (default :func:`time.monotonic`).
+    :param sleep: waits that many seconds (default :func:`time.sleep`).
+    """
+
+    def __init__(
+        self,
+        per_second: float | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.interval = 1.0 / per_second if per_second and per_second > 0 else 0.0
         self._next = 0.0
         self._lock = threading.Lock()
+        self._clock = clock
+        self._sleep = sleep
 
     def wait(self) -> None:
         """Block until the next call may go."""
         if not self.interval:
             return
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             slot = max(now, self._next)
             self._next = slot + self.interval
         if slot > now:
-            time.sleep(slot - now)
+            self._sleep(slot - now)
 
 
 @dataclass
