@@ -114,6 +114,8 @@ def test_a_reconciler_pass_sends_its_counts_tagged_with_its_deployment(statsd_so
         "airflow.sm_prefs.reconciler.seen": "7|c",
         "airflow.sm_prefs.reconciler.stopped": "2|c",
         "airflow.sm_prefs.reconciler.would_stop": "0|c",
+        "airflow.sm_prefs.reconciler.scaled_back": "0|c",
+        "airflow.sm_prefs.reconciler.would_scale_back": "0|c",
         "airflow.sm_prefs.reconciler.kept": "3|c",
         "airflow.sm_prefs.reconciler.unattributed": "2|c",
         "airflow.sm_prefs.reconciler.errors": "0|c",
