@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-__all__ = ["service_now"]
+__all__ = ["ServiceClock", "service_now"]
 
 
 def service_now(response: Mapping[str, Any]) -> datetime:
@@ -24,3 +24,52 @@ def service_now(response: Mapping[str, Any]) -> datetime:
         except (TypeError, ValueError):
             pass
     return datetime.now(timezone.utc)
+
+
+class ServiceClock:
+    """The service's clock between its answers: the last answer's ``Date`` advanced at the rate the
+    service's clock was seen to run against this process's (``loop`` seconds, e.g. the event loop's time).
+
+    AWS's clock runs at this process's rate; the rate is measured only to follow a clock that clearly runs
+    faster (the offline SageMaker's compressed time, :data:`COMPRESSED`), so that a window of two emulated
+    hours on a clock at 240x is seen closing after 30 s, not at the next answer. ``Date`` has a resolution
+    of one second: a rate is measured over at least :data:`MIN_SPAN` seconds of this process's time.
+    """
+
+    #: A measured rate below this is the ordinary clock (1.0): seconds of ``Date`` resolution and jitter.
+    COMPRESSED = 1.5
+    MIN_SPAN = 1.0
+    #: The shortest wait for a time on the service's clock (waking early costs the caller one Describe).
+    FLOOR = 0.5
+
+    def __init__(self) -> None:
+        self.last: datetime | None = None
+        self._at = 0.0
+        self._base: tuple[datetime, float] | None = None
+        self.rate = 1.0
+
+    def observe(self, date: datetime, loop: float) -> None:
+        """An answer's ``Date``, read at ``loop``: the newest is the base of :meth:`now`; the rate is
+        measured against an answer at least :data:`MIN_SPAN` older."""
+        if self._base is None:
+            self._base = (date, loop)
+        elif loop - self._base[1] >= self.MIN_SPAN:
+            measured = (date - self._base[0]).total_seconds() / (loop - self._base[1])
+            self.rate = measured if measured >= self.COMPRESSED else 1.0
+            self._base = (date, loop)
+        self.last, self._at = date, loop
+
+    def now(self, loop: float) -> datetime | None:
+        """The service's time at ``loop``; None before any answer."""
+        if self.last is None:
+            return None
+        return self.last + timedelta(seconds=(loop - self._at) * self.rate)
+
+    def wait_for(self, loop: float, since: datetime, seconds: float | None, cap: float) -> float:
+        """``cap``, or less: this process's seconds from ``loop`` until the service's clock is ``seconds``
+        past ``since`` (None: ``cap``), at its rate, never less than :data:`FLOOR`."""
+        now = self.now(loop)
+        if seconds is None or now is None:
+            return cap
+        left = seconds - (now - since).total_seconds()
+        return max(self.FLOOR, min(cap, left / self.rate))

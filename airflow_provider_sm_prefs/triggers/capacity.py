@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, partial
 from typing import Any
@@ -33,6 +33,7 @@ from airflow_provider_sm_prefs.domain.status import (
     is_done,
     waiting_seconds,
 )
+from airflow_provider_sm_prefs.hooks.clock import ServiceClock
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
@@ -299,6 +300,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 return CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing)
             job = JobSnapshot.of(kind, describe, service_now(describe))
             state.seen = JobStamp.of(kind, describe).newest(state.seen)
+            state.clock.observe(job.now, asyncio.get_running_loop().time())
         if is_done(job.phase, self.wait_for):
             return self._finish(job)
         event = await self._timer_event(client, job)
@@ -317,7 +319,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         limit = (
             SAFETY_DESCRIBE_EVERY
             if job is None
-            else self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), job)
+            else self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), job, state.clock)
         )
         state.look = True
         if state.shared and state.created is not None:
@@ -342,7 +344,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 )
                 if job is None:
                     return  # never looked at the job yet: Describe it now
-        await asyncio.sleep(self._sleep_for(state.interval, job))
+        await asyncio.sleep(self._sleep_for(state.interval, job, state.clock))
         state.interval = min(state.ceiling, state.interval * 1.5)
 
     def _client_key(self) -> tuple[Any, ...]:
@@ -408,7 +410,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 created,
                 is_change,
                 self.poll_interval,
-                min(remaining, chunk),
+                min(remaining, watcher.clock.wait_for(loop.time(), created, wake_after, chunk)),
                 summary=summary,
                 early=early,
                 wait_for=self.wait_for,
@@ -480,11 +482,16 @@ class SageMakerCapacityTrigger(BaseTrigger):
         timers = [t for t in (self.deadline_seconds, self.window_closes_after_seconds) if t is not None]
         return min(timers) if timers else None
 
-    def _sleep_for(self, interval: float, job: JobSnapshot | None) -> float:
-        """Never sleep far past the client deadline or the close of the acceptance window."""
+    def _sleep_for(
+        self, interval: float, job: JobSnapshot | None, clock: ServiceClock | None = None
+    ) -> float:
+        """Never sleep far past the client deadline or the close of the acceptance window (on the
+        service's clock, at the rate it was seen to run)."""
         timer = self._timer()
         if job is not None and job.phase is Phase.WAITING and timer is not None:
             remaining = timer - job.waited
+            if clock is not None and clock.rate > 1.0:
+                return max(clock.FLOOR, min(interval, remaining / clock.rate))
             return max(0.05, min(interval, remaining + 0.05))
         return interval
 
@@ -588,3 +595,5 @@ class _WaitState:
     settled: JobSnapshot | None = None
     #: When progress was last logged (service clock).
     last_log_at: datetime | None = None
+    #: The service's clock as the Describes saw it run (its rate follows a compressed clock).
+    clock: ServiceClock = field(default_factory=ServiceClock)

@@ -44,6 +44,7 @@ from airflow_provider_sm_prefs.domain.cadence import ListBudget, cohort_windows,
 from airflow_provider_sm_prefs.domain.event_detail import Confirm, NoNews, Settled, weigh_event
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, JobStamp, WaitFor, phase_of, worth_a_look
+from airflow_provider_sm_prefs.hooks.clock import ServiceClock
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, backoff_delay, is_transient, retry_async
 from airflow_provider_sm_prefs.hooks.sagemaker import service_now
@@ -162,18 +163,15 @@ class JobListWatcher:
         #: loop time the current/last pass started; when the next one is due (None while listing).
         self._pass_started: float | None = None
         self._next_pass: float | None = None
-        self._service_time: tuple[datetime, float] | None = None
+        self.clock = ServiceClock()
 
     @property
     def registered(self) -> int:
         return sum(len(v) for v in self._waiters.values())
 
     def service_now(self) -> datetime | None:
-        """The service clock (``Date`` of the last page) advanced by the local time since; None before."""
-        if self._service_time is None:
-            return None
-        at, mono = self._service_time
-        return at + timedelta(seconds=asyncio.get_running_loop().time() - mono)
+        """The service clock: the ``Date`` of the last pass advanced at its measured rate; None before."""
+        return self.clock.now(asyncio.get_running_loop().time())
 
     async def wait_for_change(
         self,
@@ -435,7 +433,7 @@ class JobListWatcher:
                 page = await retry_async(partial(call, **kwargs), f"List {self.kind.value} jobs", PAGE_RETRY)
                 pages += 1
                 if pages == 1:
-                    self._service_time = (service_now(page), asyncio.get_running_loop().time())
+                    self.clock.observe(service_now(page), asyncio.get_running_loop().time())
                 for summary in page.get(spec.summaries_field, []):
                     summaries[summary[spec.name_field]] = summary
                 token = page.get("NextToken")
@@ -447,7 +445,7 @@ class JobListWatcher:
     async def _dispatch(self, summaries: dict[str, dict[str, Any]], started: float) -> None:
         """Wake the waiters this pass has news for, :data:`WAKE_BATCH` per event-loop turn."""
         wake: list[tuple[_Waiter, Observation]] = []
-        listed_at = self._service_time[0] if self._service_time else None
+        listed_at = self.clock.last
         for name, waiters in list(self._waiters.items()):
             summary = summaries.get(name)
             for waiter in waiters:

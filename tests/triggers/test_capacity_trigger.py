@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.identity import AirflowIdentity, IdentityKey, OwnerClaim
 from airflow_provider_sm_prefs.domain.preferences import build_request
+from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.triggers import watcher as watcher_module
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from offline_sagemaker.jobs import training_config
@@ -33,7 +34,8 @@ def submit(sm: Any, name: str, tags: dict[str, str] | None = None) -> None:
 def trigger(name: str, **kwargs: Any) -> SageMakerCapacityTrigger:
     """A trigger as the operator defers to it: it knows the tags its job was created with."""
     kwargs.setdefault("owner", OwnerClaim.of_tags(OURS).as_dict())
-    return SageMakerCapacityTrigger(job_name=name, preferences=PREFS, poll_interval=0.2, **kwargs)
+    kwargs.setdefault("poll_interval", 0.2)
+    return SageMakerCapacityTrigger(job_name=name, preferences=PREFS, **kwargs)
 
 
 async def first_event(t: SageMakerCapacityTrigger) -> dict[str, Any]:
@@ -455,3 +457,22 @@ def test_a_job_that_ended_before_its_trigger_started_is_reported_on_the_first_pa
 
     event = asyncio.run(asyncio.wait_for(first_event(t), 10))
     assert event["status"] == "success" and event["outcome"]["job_status"] == "Completed"
+
+
+def test_a_window_on_a_compressed_clock_closes_near_its_time_not_at_the_next_list_pass(sm: Any) -> None:
+    # The offline SageMaker at 120x: the shared List loop passes every 30 s (one emulated hour); the window
+    # closes 2.5 emulated hours after creation, 75 s from now, between two passes. The trigger follows the
+    # service clock's measured rate and reports the window about then; at the next pass (90 s, 3 emulated
+    # hours) it would be half an hour late, and at 240x (as in a dag.test() of a nightly) two hours late.
+    sm.load_scenario(
+        {"time_scale": 120, "job_runtime_seconds": 86400, "capacity": {G6: [{"from": 0, "free": 0}], G5: []}}
+    )
+    submit(sm, "windowed")
+    event = asyncio.run(
+        first_event(trigger("windowed", poll_interval=30.0, window_closes_after_seconds=9000.0))
+    )
+    assert event["status"] == "escalate", event  # EventStatus.WINDOW_CLOSED
+    described = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName="windowed")
+    waited = (service_now(described) - described["CreationTime"]).total_seconds()
+    # 2.5 h, plus at most 15 s of this host's time (half an hour at 120x) for a loaded machine.
+    assert 9000 <= waited < 10800, waited
