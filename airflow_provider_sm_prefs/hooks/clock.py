@@ -36,9 +36,10 @@ class ServiceClock:
     of one second: a rate is measured over at least :data:`MIN_SPAN` seconds of this process's time.
     """
 
-    #: A measured rate below this is the ordinary clock (1.0): seconds of ``Date`` resolution and jitter.
-    COMPRESSED = 1.5
-    MIN_SPAN = 1.0
+    #: A measured rate below this is the ordinary clock (1.0): over :data:`MIN_SPAN`, one second of
+    #: ``Date`` resolution reads at most 1.4x.
+    COMPRESSED = 2.0
+    MIN_SPAN = 2.5
     #: The shortest wait for a time on the service's clock (waking early costs the caller one Describe).
     FLOOR = 0.5
 
@@ -47,6 +48,8 @@ class ServiceClock:
         self._at = 0.0
         self._base: tuple[datetime, float] | None = None
         self.rate = 1.0
+        #: A rate was measured (two answers at least :data:`MIN_SPAN` apart).
+        self.measured = False
 
     def observe(self, date: datetime, loop: float) -> None:
         """An answer's ``Date``, read at ``loop``: the newest is the base of :meth:`now`; the rate is
@@ -56,7 +59,7 @@ class ServiceClock:
         elif loop - self._base[1] >= self.MIN_SPAN:
             measured = (date - self._base[0]).total_seconds() / (loop - self._base[1])
             self.rate = measured if measured >= self.COMPRESSED else 1.0
-            self._base = (date, loop)
+            self._base, self.measured = (date, loop), True
         self.last, self._at = date, loop
 
     def now(self, loop: float) -> datetime | None:
@@ -67,9 +70,12 @@ class ServiceClock:
 
     def wait_for(self, loop: float, since: datetime, seconds: float | None, cap: float) -> float:
         """``cap``, or less: this process's seconds from ``loop`` until the service's clock is ``seconds``
-        past ``since`` (None: ``cap``), at its rate, never less than :data:`FLOOR`."""
+        past ``since`` (None: ``cap``), at its rate, never less than :data:`FLOOR`; while no rate is
+        measured yet, no more than the span that measures one."""
         now = self.now(loop)
         if seconds is None or now is None:
             return cap
+        if not self.measured:
+            cap = min(cap, self.MIN_SPAN + 0.5)
         left = seconds - (now - since).total_seconds()
         return max(self.FLOOR, min(cap, left / self.rate))

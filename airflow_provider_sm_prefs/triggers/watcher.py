@@ -388,6 +388,8 @@ class JobListWatcher:
         self._last_pages = pages
         self._budget.spend(started, *self._poll_and_waiters(), pages)
         self._next_pass = started + self._cadence(pages)
+        if not self.clock.measured:  # a second pass soon measures the service clock's rate (ServiceClock)
+            self._next_pass = min(self._next_pass, started + self.clock.MIN_SPAN + 0.5)
         newcomers = [w for ws in self._waiters.values() for w in ws if w.early and w.registered >= started]
         if newcomers:
             self._request_early_pass(min(w.interval for w in newcomers))

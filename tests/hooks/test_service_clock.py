@@ -13,6 +13,9 @@ def test_before_any_answer_there_is_no_service_time_and_a_wait_is_its_cap() -> N
     clock = ServiceClock()
     assert clock.now(10.0) is None
     assert clock.wait_for(10.0, T0, 7200.0, 30.0) == 30.0
+    # One answer: no rate yet, so the wait is no longer than the span that measures one.
+    clock.observe(T0, 10.0)
+    assert clock.wait_for(10.0, T0, 7200.0, 30.0) == ServiceClock.MIN_SPAN + 0.5
 
 
 def test_an_ordinary_clock_runs_at_this_processs_rate_whatever_the_date_resolution() -> None:
@@ -20,6 +23,11 @@ def test_an_ordinary_clock_runs_at_this_processs_rate_whatever_the_date_resoluti
     clock.observe(T0, 100.0)
     clock.observe(T0 + timedelta(seconds=31), 130.0)  # a second of Date resolution over 30 s
     assert clock.rate == 1.0
+    # The shortest span measured, with a whole second of resolution against it, is still the host's rate.
+    worst = ServiceClock()
+    worst.observe(T0, 0.0)
+    worst.observe(T0 + timedelta(seconds=3.5), ServiceClock.MIN_SPAN)
+    assert worst.measured and worst.rate == 1.0
     assert clock.now(140.0) == T0 + timedelta(seconds=41)
     # The window closes 20 s of service time after the created instant's 30 s: wake then, not at the cap.
     assert clock.wait_for(140.0, T0 + timedelta(seconds=-9), 70.0, 30.0) == 20.0
@@ -43,8 +51,9 @@ def test_answers_closer_than_the_span_move_the_base_but_not_the_rate() -> None:
     clock.observe(T0, 100.0)
     clock.observe(T0 + timedelta(seconds=600), 100.2)  # too close to measure a rate
     assert clock.rate == 1.0 and clock.last == T0 + timedelta(seconds=600)
-    clock.observe(T0 + timedelta(seconds=1200), 101.0)  # 1 s after the first: 1,200 s of service time
-    assert clock.rate == 1200.0
+    assert not clock.measured
+    clock.observe(T0 + timedelta(seconds=1200), 102.5)  # 2.5 s after the first: 1,200 s of service time
+    assert clock.measured and clock.rate == 480.0
     # A clock that stands still (a frozen offline SageMaker) is no compressed clock.
-    clock.observe(T0 + timedelta(seconds=1200), 103.0)
+    clock.observe(T0 + timedelta(seconds=1200), 105.0)
     assert clock.rate == 1.0
