@@ -344,7 +344,9 @@ class EventQueueConsumer:
             or (not self.has_peers() and not self._probe(first_sight=not mine))
         ):
             self.stats.expired += 1
-            self._visits.pop(message_id, None)
+            # Remembered, not forgotten: should its delete come too late (a loaded host, past the
+            # visibility timeout), its return is this consumer's own receive, not a peer's.
+            self._remember(self._visits, message_id, mine + 1)
             return False, 0
         self._remember(self._visits, message_id, mine + 1)
         if mine:

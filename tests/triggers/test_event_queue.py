@@ -825,3 +825,21 @@ def test_a_stream_the_consumer_keeps_up_with_is_read_by_the_long_poll_alone(
 
     assert asyncio.run(main()) == set(names)
     assert in_flight["most"] == 1
+
+
+def test_an_event_it_dropped_coming_back_late_is_its_own_receive_not_a_peers() -> None:
+    """On a loaded host a delete can land after the visibility timeout: SQS hands the message out again
+    with a higher receive count. That return is this consumer's own receive: it hears of no peer from it,
+    and goes on dropping what it does not watch instead of passing it around."""
+    consumer = EventQueueConsumer(("alone", "q"), lambda: None, "q")
+    consumer._probed_at = time.monotonic()  # its one probe is spent: alone, it drops what it does not watch
+    now = time.time()
+    body = envelope(TRAINING, {"TrainingJobName": "someone-elses"}, "e-late")
+
+    def received(count: int) -> dict[str, Any]:
+        attributes = {"ApproximateReceiveCount": str(count), "SentTimestamp": str(int(now * 1000))}
+        return {"MessageId": "m-late", "Body": body, "Attributes": attributes}
+
+    assert consumer._route(received(1), now) == (False, 0)  # dropped
+    assert consumer._route(received(2), now) == (False, 0)  # back after a late delete: dropped again
+    assert not consumer.has_peers() and consumer.stats.passed == 0 and consumer.stats.expired == 2
