@@ -43,6 +43,7 @@ __all__ = [
     "decide",
     "identify",
     "looks_shortened",
+    "report_row",
     "report_table",
 ]
 
@@ -222,6 +223,35 @@ def _tries(owner: JobOwner, state: OwnerState) -> str:
     if state.try_number is None:
         return ""
     return f" at try {state.try_number}, job of try {owner.try_number}"
+
+
+def report_row(
+    name: str,
+    kind: str,
+    status: str,
+    owner: JobOwner | None,
+    verdict: Verdict,
+    action: str,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """One row of a pass's report: a job (or a HyperPod group), its owner, the decision and what was done.
+
+    :param run_id: the run the owner's tag was resolved to (default: the owner's own).
+    """
+    return {
+        "job": name,
+        "kind": kind,
+        "status": status,
+        "dag_id": owner.dag_id if owner else None,
+        "task_id": owner.task_id if owner else None,
+        "run_id": run_id or (owner.run_id if owner else None),
+        "map_index": owner.map_index if owner else None,
+        "try_number": owner.try_number if owner else None,
+        "owner": owner.describe() if owner else "",
+        "decision": verdict.decision.value,
+        "reason": verdict.reason,
+        "action": action,
+    }
 
 
 def report_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -31,6 +31,7 @@ from airflow_provider_sm_prefs.domain.reconcile import (
     decide,
     identify,
     looks_shortened,
+    report_row,
     report_table,
 )
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
@@ -270,17 +271,4 @@ class Reconciler:
 def _row(
     job: SeenJob, owner: JobOwner | None, run_id: str | None, verdict: Verdict, action: str
 ) -> dict[str, Any]:
-    return {
-        "job": job.name,
-        "kind": job.kind,
-        "status": job.status,
-        "dag_id": owner.dag_id if owner else None,
-        "task_id": owner.task_id if owner else None,
-        "run_id": run_id or (owner.run_id if owner else None),
-        "map_index": owner.map_index if owner else None,
-        "try_number": owner.try_number if owner else None,
-        "owner": owner.describe() if owner else "",
-        "decision": verdict.decision.value,
-        "reason": verdict.reason,
-        "action": action,
-    }
+    return report_row(job.name, job.kind, job.status, owner, verdict, action, run_id)

@@ -34,7 +34,7 @@ from airflow_provider_sm_prefs.domain.hyperpod_rollback import (
     scale_up_verdict,
 )
 from airflow_provider_sm_prefs.domain.identity import IdentityKey, tag_value
-from airflow_provider_sm_prefs.domain.reconcile import Decision, JobOwner, Verdict
+from airflow_provider_sm_prefs.domain.reconcile import Decision, JobOwner, Verdict, report_row
 from airflow_provider_sm_prefs.hooks.hyperpod import is_busy
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
 from airflow_provider_sm_prefs.reconcile.sources import StateUnavailable
@@ -181,17 +181,5 @@ def _row(
     owner: JobOwner | None = None,
 ) -> dict[str, Any]:
     status = f"{group.get('Status', '')}, target {group.get('TargetCount', 0)}" if group else ""
-    return {
-        "job": f"{cluster}/{group_name}" if group_name else cluster,
-        "kind": GROUP_KIND,
-        "status": status,
-        "dag_id": owner.dag_id if owner else None,
-        "task_id": owner.task_id if owner else None,
-        "run_id": owner.run_id if owner else None,
-        "map_index": owner.map_index if owner else None,
-        "try_number": owner.try_number if owner else None,
-        "owner": owner.describe() if owner else "",
-        "decision": verdict.decision.value,
-        "reason": verdict.reason,
-        "action": action,
-    }
+    name = f"{cluster}/{group_name}" if group_name else cluster
+    return report_row(name, GROUP_KIND, status, owner, verdict, action)
