@@ -103,7 +103,9 @@ def test_any_input_gets_only_the_documented_error_naming_each_field(
             assert FIELD_FIRST.match(problem), problem
 
 
-@given(value=junk | st.sampled_from(["1800", "1e4", " 60 ", "-5", "0"]))
+@given(
+    value=junk | st.sampled_from(["1800", "1e4", " 60 ", "-5", "0", float("inf"), float("nan"), "inf", "nan"])
+)
 def test_max_pending_junk_gets_only_the_documented_error(value: Any) -> None:
     try:
         seconds = to_seconds(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import marshal
+import math
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -39,6 +40,10 @@ def to_seconds(value: timedelta | int | float | str | None, field: str = "max_pe
                 ) from None
         else:
             seconds = number
+    if not math.isfinite(seconds):
+        raise InvalidInstancePreferencesError(
+            [f"{field}: {value!r} is not a finite duration; give a timedelta or a number of seconds, or None"]
+        )
     if seconds < 1:
         # Whole seconds go to AWS: anything below one would become 0, which AWS refuses.
         raise InvalidInstancePreferencesError([f"{field}: {value!r} must be at least 1 second"])
