@@ -11,7 +11,7 @@ from typing import Any
 # adds 2 to every stacklevel, which would point these warnings past the caller.
 from warnings import warn
 
-from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk import Context, PokeReturnValue
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
@@ -25,6 +25,7 @@ from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.operators.finishing import decide_finish
 from airflow_provider_sm_prefs.operators.identity import deployment_claim
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
 from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
     SageMakerCapacityTrigger,
@@ -33,7 +34,7 @@ from airflow_provider_sm_prefs.triggers.capacity import (
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 
 
-class SageMakerCapacitySensor(BaseSensorOperator):
+class SageMakerCapacitySensor(SageMakerBaseSensor):
     """Wait for a SageMaker job submitted outside this DAG to get capacity (or to end).
 
     Pushes the same XCom keys as the operators and fails on the same distinct errors (capacity
@@ -55,6 +56,9 @@ class SageMakerCapacitySensor(BaseSensorOperator):
     :param finish_in_triggerer: the trigger ends the sensor itself when the wait is over (the outcome's
         XCom keys and record pushed from the triggerer; no worker resumes it), as the operators do (see
         :mod:`airflow_provider_sm_prefs.operators.finishing` for the waits that still resume).
+
+    ``aws_conn_id``, ``region_name``, ``verify`` and ``botocore_config`` reach AWS as every amazon
+    provider operator does (:class:`~airflow_provider_sm_prefs.sensors.base.SageMakerBaseSensor`).
     """
 
     template_fields: Sequence[str] = ("job_name", "job_kind", "aws_conn_id", "region_name", "verify")
@@ -69,13 +73,6 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         wait_for: str = WaitFor.CAPACITY.value,
         max_pending: timedelta | int | float | None = None,
         stop_job_on_deadline: bool = False,
-        deferrable: bool = True,
-        poll_interval: float = 30.0,
-        min_defer_seconds: float | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
         job_type: str | None = None,
         finish_in_triggerer: bool = True,
         **kwargs: Any,
@@ -89,15 +86,8 @@ class SageMakerCapacitySensor(BaseSensorOperator):
         self.wait_for = WaitFor(wait_for).value
         self.max_pending_seconds = to_seconds(max_pending)
         self.stop_job_on_deadline = stop_job_on_deadline
-        self.deferrable = deferrable
         self._last_describe: dict[str, Any] | None = None
         self._progress = TryProgress()
-        self.poll_interval = poll_interval
-        self.min_defer_seconds = min_defer_seconds
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:

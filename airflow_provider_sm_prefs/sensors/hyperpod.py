@@ -9,7 +9,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk import Context
 
 from airflow_provider_sm_prefs.compat import AirflowSensorTimeout, AirflowSkipException
 from airflow_provider_sm_prefs.domain import exceptions as errors
@@ -27,11 +27,12 @@ from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
 
-class SageMakerHyperPodGroupSensor(BaseSensorOperator):
+class SageMakerHyperPodGroupSensor(SageMakerBaseSensor):
     """Wait until a flexible instance group someone else scaled runs its target count (or its minimum).
 
     Pushes the same outcome as :class:`~airflow_provider_sm_prefs.operators.hyperpod.SageMakerHyperPodGroupOperator`
@@ -45,6 +46,9 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         looked, if the group is still short. None: no bound of its own, except on a cluster in
         ``NodeProvisioningMode: Continuous``, where HyperPod never gives up and three hours apply (logged).
     :param poll_interval: seconds between DescribeCluster calls.
+
+    ``deferrable``, ``min_defer_seconds`` and the AWS connection arguments are every sensor's
+    (:class:`~airflow_provider_sm_prefs.sensors.base.SageMakerBaseSensor`).
 
     Of ``BaseSensorOperator``'s own arguments: ``timeout`` bounds the whole wait (the deferral's timeout,
     or the worker's wait with ``deferrable=False``): past it the task fails with ``AirflowSensorTimeout``;
@@ -65,17 +69,11 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         target_count: int | None = None,
         accept_minimum: bool = False,
         max_pending: float | timedelta | None = None,
-        deferrable: bool = True,
         poll_interval: float = 30.0,
-        min_defer_seconds: float | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
-        super().__init__(**kwargs)
+        super().__init__(poll_interval=poll_interval, **kwargs)
         if self.mode == "reschedule":
             raise ValueError(
                 f"{self.task_id}: mode='reschedule' is not supported by SageMakerHyperPodGroupSensor: its wait "
@@ -88,13 +86,6 @@ class SageMakerHyperPodGroupSensor(BaseSensorOperator):
         self.accept_minimum = accept_minimum
         self.max_pending = max_pending
         self._max_pending = seconds_of(max_pending, "max_pending")
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.min_defer_seconds = min_defer_seconds
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
 
     @cached_property
     def hook(self) -> SageMakerHyperPodHook:
