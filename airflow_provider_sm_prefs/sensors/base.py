@@ -1,21 +1,31 @@
-"""The base of the provider's sensors: the arguments every wait takes, declared and stored in one place.
+"""The base of the provider's sensors: the arguments every wait takes, and its hook, in one place.
 
 Each sensor watches something else (a job, a HyperPod group) but reaches AWS, looks and defers the same
-way. Like the amazon provider's ``AwsBaseSensor``, the base takes those arguments; a sensor adds only what
-it watches, so a setting every wait shares is added once rather than once per sensor.
+way. Like the amazon provider's ``AwsBaseSensor``, the base takes those arguments and builds the sensor's
+hook from them; a sensor adds only what it watches and names its hook class, so a setting every wait
+shares is added once rather than once per sensor.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from airflow.sdk import BaseSensorOperator
 
+from airflow_provider_sm_prefs.hooks.base import ProviderAwsHook
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+
 __all__ = ["SageMakerBaseSensor"]
 
+HookT = TypeVar("HookT", bound=ProviderAwsHook)
 
-class SageMakerBaseSensor(BaseSensorOperator):
+
+class SageMakerBaseSensor(BaseSensorOperator, Generic[HookT]):
     """A sensor whose wait runs in a trigger: how it reaches AWS, how often it looks, how it defers.
+
+    A sensor names its hook in :attr:`aws_hook_class`; :attr:`hook` is built from the connection
+    arguments the first time it is used (never at DAG parse time).
 
     :param deferrable: wait in the triggerer (default) instead of in a worker.
     :param poll_interval: seconds between looks.
@@ -27,6 +37,8 @@ class SageMakerBaseSensor(BaseSensorOperator):
     :param verify: TLS verification, as for every amazon provider hook.
     :param botocore_config: a botocore config dict.
     """
+
+    aws_hook_class: type[HookT]
 
     def __init__(
         self,
@@ -48,3 +60,7 @@ class SageMakerBaseSensor(BaseSensorOperator):
         self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
+
+    @cached_property
+    def hook(self) -> HookT:
+        return self.aws_hook_class(**AwsSettings.of(self).hook_kwargs())

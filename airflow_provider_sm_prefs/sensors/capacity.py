@@ -20,7 +20,7 @@ from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.preferences import to_seconds
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_done
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.operators.finishing import decide_finish
 from airflow_provider_sm_prefs.operators.identity import deployment_claim
@@ -34,7 +34,7 @@ from airflow_provider_sm_prefs.triggers.capacity import (
 from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
 
 
-class SageMakerCapacitySensor(SageMakerBaseSensor):
+class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
     """Wait for a SageMaker job submitted outside this DAG to get capacity (or to end).
 
     Pushes the same XCom keys as the operators and fails on the same distinct errors (capacity
@@ -64,6 +64,7 @@ class SageMakerCapacitySensor(SageMakerBaseSensor):
     template_fields: Sequence[str] = ("job_name", "job_kind", "aws_conn_id", "region_name", "verify")
     ui_color = "#e6f4ea"
     operator_extra_links = (CapacityHistoryLink(),)
+    aws_hook_class = SageMakerPreferenceHook
 
     def __init__(
         self,
@@ -88,10 +89,6 @@ class SageMakerCapacitySensor(SageMakerBaseSensor):
         self.stop_job_on_deadline = stop_job_on_deadline
         self._last_describe: dict[str, Any] | None = None
         self._progress = TryProgress()
-
-    @cached_property
-    def hook(self) -> SageMakerPreferenceHook:
-        return AwsSettings.of(self).hook()
 
     @property
     def job_type(self) -> str:

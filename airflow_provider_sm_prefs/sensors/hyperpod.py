@@ -24,7 +24,6 @@ from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
@@ -32,7 +31,7 @@ from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_sec
 from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
 
 
-class SageMakerHyperPodGroupSensor(SageMakerBaseSensor):
+class SageMakerHyperPodGroupSensor(SageMakerBaseSensor[SageMakerHyperPodHook]):
     """Wait until a flexible instance group someone else scaled runs its target count (or its minimum).
 
     Pushes the same outcome as :class:`~airflow_provider_sm_prefs.operators.hyperpod.SageMakerHyperPodGroupOperator`
@@ -60,6 +59,7 @@ class SageMakerHyperPodGroupSensor(SageMakerBaseSensor):
 
     template_fields: Sequence[str] = ("cluster_name", "group_name", "target_count")
     ui_color = "#e6f4ea"
+    aws_hook_class = SageMakerHyperPodHook
 
     def __init__(
         self,
@@ -86,10 +86,6 @@ class SageMakerHyperPodGroupSensor(SageMakerBaseSensor):
         self.accept_minimum = accept_minimum
         self.max_pending = max_pending
         self._max_pending = seconds_of(max_pending, "max_pending")
-
-    @cached_property
-    def hook(self) -> SageMakerHyperPodHook:
-        return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
 
     @cached_property
     def recorder(self) -> CapacityRecorder:

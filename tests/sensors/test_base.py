@@ -1,4 +1,4 @@
-"""Every sensor takes the wait's arguments (AWS connection, cadence, deferral) from one base."""
+"""Every sensor takes the wait's arguments (AWS connection, cadence, deferral) and its hook from one base."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
 from airflow_provider_sm_prefs.sensors.capacity import SageMakerCapacitySensor
 from airflow_provider_sm_prefs.sensors.hyperpod import SageMakerHyperPodGroupSensor
@@ -61,3 +63,10 @@ def test_each_sensor_stores_every_shared_argument_given_directly_or_by_default_a
 def test_the_group_sensor_still_pokes_at_its_poll_interval_and_the_job_sensor_at_airflows() -> None:
     job, group = _sensors(poll_interval=7.0)
     assert (job.poke_interval, group.poke_interval) == (60.0, 7.0)
+
+
+def test_each_sensor_builds_the_hook_it_names_from_the_shared_arguments() -> None:
+    job, group = _sensors(aws_conn_id="sm_other", region_name="eu-west-1", verify=False)
+    assert (type(job.hook), type(group.hook)) == (SageMakerPreferenceHook, SageMakerHyperPodHook)
+    for hook in (job.hook, group.hook):
+        assert (hook.aws_conn_id, hook.region_name, hook.verify) == ("sm_other", "eu-west-1", False)
