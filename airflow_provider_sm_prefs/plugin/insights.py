@@ -188,49 +188,55 @@ def _cost(record: CapacityRecord) -> _Cost:
 
 
 @dataclass
+class _Sum:
+    """A sum in USD over jobs, and how many jobs it could not price (they are never estimated)."""
+
+    usd: float = 0.0
+    records: int = 0
+    unpriced: int = 0
+
+    def add(self, amount: float | None) -> None:
+        if amount is None:
+            self.unpriced += 1
+            return
+        self.usd += amount
+        self.records += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"usd": _round(self.usd, 2) if self.records else None, "unpriced_jobs": self.unpriced}
+
+
+@dataclass
 class _Money:
     """The premium and spend of a group of jobs that ran."""
 
     jobs: int = 0
     fallback_jobs: int = 0
-    premium: float = 0.0
-    premium_records: int = 0
-    premium_unpriced: int = 0
-    spend: float = 0.0
-    spend_records: int = 0
-    spend_unpriced: int = 0
+    premium: _Sum = field(default_factory=_Sum)
+    spend: _Sum = field(default_factory=_Sum)
 
     def add(self, cost: _Cost) -> None:
         fell_back, hourly, first, hours = cost
         self.jobs += 1
-        if hourly is not None and hours is not None:
-            self.spend += hourly * hours
-            self.spend_records += 1
-        else:
-            self.spend_unpriced += 1
+        self.spend.add(None if hourly is None or hours is None else hourly * hours)
         if not fell_back:
             return
         self.fallback_jobs += 1
-        if hourly is not None and first is not None and hours is not None:
-            self.premium += (hourly - first) * hours
-            self.premium_records += 1
-        else:
-            self.premium_unpriced += 1
+        self.premium.add(
+            None if hourly is None or first is None or hours is None else (hourly - first) * hours
+        )
 
     def as_dict(self) -> dict[str, Any]:
+        premium, spend = self.premium.as_dict(), self.spend.as_dict()
         return {
             "jobs": self.jobs,
             "premium": {
-                "usd": _round(self.premium, 2) if self.premium_records else None,
+                "usd": premium["usd"],
                 "fallback_jobs": self.fallback_jobs,
-                "unpriced_jobs": self.premium_unpriced,
-                **figure(self.premium_records),
+                "unpriced_jobs": premium["unpriced_jobs"],
+                **figure(self.premium.records),
             },
-            "spend": {
-                "usd": _round(self.spend, 2) if self.spend_records else None,
-                "unpriced_jobs": self.spend_unpriced,
-                **figure(self.spend_records),
-            },
+            "spend": {**spend, **figure(self.spend.records)},
         }
 
 

@@ -57,16 +57,13 @@ FAILURE_SERIES: tuple[str, ...] = (
     FailureKind.NO_CAPACITY.value,
     "other",
 )
+#: The record fields that name a task's try: both tables' rows start with them.
+_TRY_FIELDS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number", "job_kind")
 #: The record fields each row of the job table carries as they are (the page's script reads them by
 #: these names); ``tests/test_schema.py`` checks each is a field of the record. The other columns are
 #: computed from the record (``entries``, ``reason``, the costs, ``has_job``) or added (the links).
 JOB_FIELDS: tuple[str, ...] = (
-    "dag_id",
-    "task_id",
-    "run_id",
-    "map_index",
-    "try_number",
-    "job_kind",
+    *_TRY_FIELDS,
     "job_name",
     "region",
     "selected_instance_type",
@@ -82,12 +79,7 @@ JOB_FIELDS: tuple[str, ...] = (
 #: Likewise for each row of the cluster group table; ``nodes``, ``mix``, ``entries`` and ``reason`` are
 #: computed from the record.
 GROUP_FIELDS: tuple[str, ...] = (
-    "dag_id",
-    "task_id",
-    "run_id",
-    "map_index",
-    "try_number",
-    "job_kind",
+    *_TRY_FIELDS,
     "region",
     "cluster_name",
     "group_name",
