@@ -54,8 +54,8 @@ from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.identity import identity_of, identity_tags_enabled
 from airflow_provider_sm_prefs.operators.task_try import try_number_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
-from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+from airflow_provider_sm_prefs.triggers.dwell import deferral
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupSpec, HyperPodGroupTrigger
 
 #: XCom key of the whole outcome (``GroupOutcome.as_dict()``); the return value holds the same dict.
 OUTCOME_KEY = "hyperpod_outcome"
@@ -348,7 +348,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         deferring: bool = False,
     ) -> HyperPodGroupTrigger:
         assert request.requested_at is not None
-        return HyperPodGroupTrigger(
+        spec = HyperPodGroupSpec(
             cluster_name=self.cluster_name,
             group=group.as_dict(),
             previous_count=request.previous_count,
@@ -357,13 +357,10 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
             max_pending_seconds=max_pending,
             poll_interval=self.poll_interval,
             rollback=self.rollback_on_failure,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-            deferred_at=deferred_now() if deferring else None,
-            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if deferring else None,
+            aws=AwsSettings.of(self),
+            **deferral(deferring, self.min_defer_seconds),
         )
+        return HyperPodGroupTrigger.of(spec)
 
     # -- after the wait ----------------------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:

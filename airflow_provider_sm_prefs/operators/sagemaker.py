@@ -155,10 +155,7 @@ class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperator
             self.max_poll_interval,
             self.stop_job_on_kill,
             self.min_defer_seconds,
-            self.aws_conn_id,
-            self.region_name,
-            self.verify,
-            self.botocore_config,
+            AwsSettings.of(self),
         )
         return CapacityWait(self.job_kind, self.hook, settings)
 

@@ -18,10 +18,11 @@ from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import WaitFor, is_done, phase_of
-from airflow_provider_sm_prefs.hooks.sagemaker import service_now
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, service_now
 from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows
 from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger, creation_time_of
-from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
+from airflow_provider_sm_prefs.triggers.capacity_spec import CapacityWaitSpec
+from airflow_provider_sm_prefs.triggers.dwell import deferral
 
 __all__ = ["CapacityWait", "TriggerSettings", "Wait"]
 
@@ -34,20 +35,14 @@ class TriggerSettings:
     :param max_poll_interval: cap of the growing cadence (None: fixed).
     :param stop_job_on_kill: the trigger stops the job when the task is killed.
     :param min_defer_seconds: the operator's ``min_defer_seconds`` (None: the configured default).
-    :param aws_conn_id: Airflow AWS connection.
-    :param region_name: AWS region.
-    :param verify: TLS verification setting.
-    :param botocore_config: botocore config dict.
+    :param aws: how the task reaches SageMaker.
     """
 
     poll_interval: float
     max_poll_interval: float | None
     stop_job_on_kill: bool
     min_defer_seconds: float | None
-    aws_conn_id: str | None
-    region_name: str | None
-    verify: bool | str | None
-    botocore_config: dict[str, Any] | None
+    aws: AwsSettings
 
 
 @dataclass(frozen=True)
@@ -123,10 +118,8 @@ class CapacityWait:
         if windows.state is not None and capacity:
             window_closes_after, deadline = windows.state.timers(self.job_kind, describe)
         settings = self.settings
-        return SageMakerCapacityTrigger(
+        spec = CapacityWaitSpec(
             job_name=wait.job_name,
-            creation_time=creation_time_of(describe),
-            window_closes_after_seconds=window_closes_after,
             job_kind=self.job_kind.value,
             wait_for=wait.wait_for.value,
             preferences=wait.prefs.as_list(),
@@ -135,15 +128,14 @@ class CapacityWait:
             deadline_seconds=deadline if capacity else None,
             stop_on_deadline=True,
             stop_job_on_kill=settings.stop_job_on_kill,
-            aws_conn_id=settings.aws_conn_id,
-            region_name=settings.region_name,
-            verify=settings.verify,
-            botocore_config=settings.botocore_config,
-            deferred_at=deferred_now() if deferring else None,
-            min_defer_seconds=min_defer_seconds(settings.min_defer_seconds) if deferring else None,
+            aws=settings.aws,
+            creation_time=creation_time_of(describe),
+            window_closes_after_seconds=window_closes_after,
             finish=finish,
             owner=wait.claim.as_dict() if wait.claim is not None else None,
+            **deferral(deferring, settings.min_defer_seconds),
         )
+        return SageMakerCapacityTrigger.of(spec)
 
 
 async def _first_event(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.preferences import to_seconds
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_done
-from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
 from airflow_provider_sm_prefs.links import CapacityHistoryLink
 from airflow_provider_sm_prefs.operators.finishing import decide_finish
 from airflow_provider_sm_prefs.operators.identity import deployment_claim
@@ -28,10 +28,11 @@ from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
 from airflow_provider_sm_prefs.task_state import resumed_by_another_try
 from airflow_provider_sm_prefs.triggers.capacity import (
+    CapacityWaitSpec,
     SageMakerCapacityTrigger,
     creation_time_of,
 )
-from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
+from airflow_provider_sm_prefs.triggers.dwell import deferral
 
 
 class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
@@ -126,23 +127,21 @@ class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
         )
         finishing.say(self.log)
         self.defer(
-            trigger=SageMakerCapacityTrigger(
-                job_name=self.job_name,
-                creation_time=creation_time_of(self._last_describe),
-                job_kind=self.kind.value,
-                wait_for=self.wait_for,
-                poll_interval=self.poll_interval,
-                deadline_seconds=self.max_pending_seconds,
-                stop_on_deadline=self.stop_job_on_deadline,
-                stop_job_on_kill=False,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-                verify=self.verify,
-                botocore_config=self.botocore_config,
-                deferred_at=deferred_now(),
-                min_defer_seconds=min_defer_seconds(self.min_defer_seconds),
-                finish=finishing.plan,
-                owner=deployment_claim().as_dict() if self.stop_job_on_deadline else None,
+            trigger=SageMakerCapacityTrigger.of(
+                CapacityWaitSpec(
+                    job_name=self.job_name,
+                    job_kind=self.kind.value,
+                    wait_for=self.wait_for,
+                    poll_interval=self.poll_interval,
+                    deadline_seconds=self.max_pending_seconds,
+                    stop_on_deadline=self.stop_job_on_deadline,
+                    stop_job_on_kill=False,
+                    aws=AwsSettings.of(self),
+                    creation_time=creation_time_of(self._last_describe),
+                    finish=finishing.plan,
+                    owner=deployment_claim().as_dict() if self.stop_job_on_deadline else None,
+                    **deferral(True, self.min_defer_seconds),
+                )
             ),
             method_name="execute_complete",
             kwargs={"deferred_by_try": getattr(context.get("ti"), "try_number", None)},

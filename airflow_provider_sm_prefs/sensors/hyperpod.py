@@ -24,11 +24,12 @@ from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
 from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
+from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.hyperpod import OUTCOME_KEY, seconds_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.sensors.base import SageMakerBaseSensor
-from airflow_provider_sm_prefs.triggers.dwell import deferred_now, min_defer_seconds
-from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupTrigger
+from airflow_provider_sm_prefs.triggers.dwell import deferral
+from airflow_provider_sm_prefs.triggers.hyperpod import HyperPodGroupSpec, HyperPodGroupTrigger
 
 
 class SageMakerHyperPodGroupSensor(SageMakerBaseSensor[SageMakerHyperPodHook]):
@@ -145,7 +146,7 @@ class SageMakerHyperPodGroupSensor(SageMakerBaseSensor[SageMakerHyperPodHook]):
             min_instance_count=details.get("MinCount"),
         )
         progress.group = request_fields(self.cluster_name, self.group_name, group)
-        trigger = HyperPodGroupTrigger(
+        spec = HyperPodGroupSpec(
             cluster_name=self.cluster_name,
             group=group.as_dict(),
             previous_count=-1,  # not this task's request: a rollback shows as a shortfall, never undone here
@@ -154,13 +155,10 @@ class SageMakerHyperPodGroupSensor(SageMakerBaseSensor[SageMakerHyperPodHook]):
             max_pending_seconds=self._pending_bound(cluster),
             poll_interval=self.poll_interval,
             rollback=False,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-            deferred_at=deferred_now() if self.deferrable else None,
-            min_defer_seconds=min_defer_seconds(self.min_defer_seconds) if self.deferrable else None,
+            aws=AwsSettings.of(self),
+            **deferral(self.deferrable, self.min_defer_seconds),
         )
+        trigger = HyperPodGroupTrigger.of(spec)
         timeout = self._timeout()
         if self.deferrable:
             self.defer(

@@ -1,8 +1,7 @@
 """The async wait: until SageMaker leaves Pending (capacity acquired), or until the job ends.
 
-The module runs over 500 lines because the trigger documents and keeps every serialized argument, the
-names of earlier releases included; the wait itself is :meth:`SageMakerCapacityTrigger._wait`, a look and a
-pause per turn.
+The wait itself is :meth:`SageMakerCapacityTrigger._wait`, a look and a pause per turn; what the wait is
+given (and serializes) is its :class:`~airflow_provider_sm_prefs.triggers.capacity_spec.CapacityWaitSpec`.
 """
 
 from __future__ import annotations
@@ -14,12 +13,11 @@ from datetime import datetime
 from functools import cached_property, partial
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
 from airflow_provider_sm_prefs.domain.exceptions import JobFailedError, NotOursError
-from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.outcome import format_duration
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
@@ -37,11 +35,13 @@ from airflow_provider_sm_prefs.hooks.clock import ServiceClock
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, retry_async
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook, service_now
+from airflow_provider_sm_prefs.triggers.capacity_spec import CapacityWaitSpec
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.eventbridge_mode import event_mode_for
 from airflow_provider_sm_prefs.triggers.finish import FinishPlan, end_task, warm_up
 from airflow_provider_sm_prefs.triggers.kill import stop_unless_moved
+from airflow_provider_sm_prefs.triggers.spec import SpecTrigger
 from airflow_provider_sm_prefs.triggers.watcher import (
     ListingUnavailable,
     Observation,
@@ -49,15 +49,14 @@ from airflow_provider_sm_prefs.triggers.watcher import (
     watcher_for,
 )
 
-__all__ = ["SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
+__all__ = ["CapacityWaitSpec", "SageMakerCapacityTrigger", "WaitFor", "creation_time_of"]
 
 #: Log a "still waiting" line at most this often (seconds of service time), plus on every change.
 PROGRESS_LOG_EVERY = 300.0
 #: With shared polling, Describe the job anyway this often: a safety net under the List loop.
 SAFETY_DESCRIBE_EVERY = 3600.0
-#: Trigger kwargs renamed since an earlier release, old name → new. A row in the ``trigger`` table
-#: written by that release still carries the old name; ``serialize()`` writes the new one.
-RENAMED_KWARGS = {"escalate_after_seconds": "window_closes_after_seconds"}
+#: Trigger kwargs renamed since an earlier release, old name → new (:attr:`CapacityWaitSpec.renamed`).
+RENAMED_KWARGS = CapacityWaitSpec.renamed
 
 
 def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
@@ -66,7 +65,7 @@ def creation_time_of(describe: Mapping[str, Any] | None) -> str | None:
     return created.isoformat() if created else None
 
 
-class SageMakerCapacityTrigger(BaseTrigger):
+class SageMakerCapacityTrigger(SpecTrigger[CapacityWaitSpec]):
     """Wait, without a worker slot, for a SageMaker job to get capacity (or to end).
 
     Yields exactly one event, then returns: a :class:`~airflow_provider_sm_prefs.domain.events.CapacityEvent`
@@ -76,143 +75,12 @@ class SageMakerCapacityTrigger(BaseTrigger):
     the wait. The optional client-side deadline counts from the job's CreationTime on the service's
     clock, so it survives triggerer restarts unchanged.
 
-    :param job_name: SageMaker job name.
-    :param job_kind: ``training`` or ``processing``.
-    :param wait_for: ``capacity`` (leave Pending) or ``completion`` (terminal status).
-    :param preferences: the submitted list (``InstancePreferenceList.as_list()``), for rank and logs.
-    :param poll_interval: seconds between Describe calls at first.
-    :param max_poll_interval: the cadence grows by 1.5× per poll up to this while nothing changes
-        (defaults to ``poll_interval``: a fixed cadence).
-    :param deadline_seconds: client-side capacity deadline from CreationTime; when it passes with no
-        entry selected the job is stopped (if ``stop_on_deadline``) and a capacity-timeout error is
-        yielded. Used where SageMaker enforces none (processing, CPU-only lists).
-    :param stop_on_deadline: stop the job when the client-side deadline passes.
-    :param stop_job_on_kill: stop the job when the deferred task is marked failed/success or cleared.
-    :param shared_poll: learn about changes from one paginated List* loop shared by every trigger of
-        this process (same connection and region) instead of one Describe per job per poll; the job
-        is Described only when its summary changed (and every hour as a safety net). Falls back
-        to per-job polling if listing is not permitted. Not used for processing capacity waits: a
-        processing summary does not show a selected entry.
-    :param aws_conn_id: Airflow AWS connection id.
-    :param region_name: AWS region (kept across deferral, never re-derived).
-    :param verify: TLS verification setting.
-    :param botocore_config: botocore config as a dict.
-    :param window_closes_after_seconds: seconds from CreationTime (service clock) when the job's
-        acceptance window closes: a job still Pending then ends the wait with a window-closed event
-        (:attr:`~airflow_provider_sm_prefs.domain.events.EventStatus.WINDOW_CLOSED`), and the task
-        submits its next stage (see :mod:`airflow_provider_sm_prefs.domain.windows`). The job is
-        not stopped here: the task looks once more right before stopping it.
-    :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
-    :param min_defer_seconds: yield no event sooner than this many seconds after ``deferred_at``: a job
-        that leaves Pending right after the deferral is reported a few seconds later instead of
-        racing Airflow's scheduler, which fails a task resumed before it has processed the worker's
-        exit from the deferral (apache/airflow#72716). An event that ends the task (``finish``) is not
-        held: that race is only for a task the scheduler finds scheduled, queued or running again. A wait longer than this is not delayed at all;
-        without ``deferred_at`` (a trigger serialized by an earlier release) nothing is held.
-    :param creation_time: the job's CreationTime (ISO 8601) from the deferring task's last Describe.
-        With it, a shared-poll wait starts from the shared List loop instead of Describing the job
-        again; without it the trigger Describes the job first.
-    :param finish: a :class:`~airflow_provider_sm_prefs.triggers.finish.FinishPlan` (``as_dict()``): end
-        the task here when the wait is over (push its XComs and record, send the metrics, write the job's
-        log lines) instead of resuming it in a worker; None (rows of earlier releases too): resume it.
-    :param owner: what proves the job the task's own (``OwnerClaim.as_dict()``): the deadline and kill
-        stops read the job's tags right before ``Stop*`` and stop only a job they prove ours. None (a sensor
-        watching another's job, or a row of an earlier release): nothing is proved, so nothing is stopped.
-    :param escalate_after_seconds: the earlier name of ``window_closes_after_seconds``, still read
-        from rows serialized by earlier releases (see :data:`RENAMED_KWARGS`); passing both is an error.
+    Its arguments are the fields of its :class:`~airflow_provider_sm_prefs.triggers.capacity_spec.CapacityWaitSpec`
+    (see there what each means): build it with ``SageMakerCapacityTrigger.of(spec)``, or with the same
+    names as keyword arguments (Airflow's way of rebuilding it, and earlier releases' rows).
     """
 
-    def __init__(
-        self,
-        job_name: str,
-        job_kind: str = JobKind.TRAINING.value,
-        wait_for: str = WaitFor.CAPACITY.value,
-        preferences: list[dict[str, Any]] | None = None,
-        poll_interval: float = 30.0,
-        max_poll_interval: float | None = None,
-        deadline_seconds: float | None = None,
-        stop_on_deadline: bool = True,
-        stop_job_on_kill: bool = True,
-        shared_poll: bool = True,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
-        creation_time: str | None = None,
-        window_closes_after_seconds: float | None = None,
-        deferred_at: str | None = None,
-        min_defer_seconds: float | None = None,
-        finish: dict[str, Any] | None = None,
-        owner: dict[str, Any] | None = None,
-        *,
-        escalate_after_seconds: float | None = None,
-    ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.job_name = job_name
-        self.job_kind = JobKind(job_kind).value
-        self.creation_time = creation_time
-        self.wait_for = WaitFor(wait_for).value
-        self.preferences = list(preferences or [])
-        self.poll_interval = float(poll_interval)
-        self.max_poll_interval = float(max_poll_interval) if max_poll_interval else None
-        self.deadline_seconds = float(deadline_seconds) if deadline_seconds else None
-        self.stop_on_deadline = stop_on_deadline
-        self.stop_job_on_kill = stop_job_on_kill
-        self.shared_poll = shared_poll
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
-        if escalate_after_seconds is not None:
-            if window_closes_after_seconds is not None:
-                raise TypeError(
-                    "SageMakerCapacityTrigger: pass window_closes_after_seconds only "
-                    "(escalate_after_seconds is its earlier name), not both"
-                )
-            window_closes_after_seconds = escalate_after_seconds
-        self.window_closes_after_seconds = (
-            None if window_closes_after_seconds is None else float(window_closes_after_seconds)
-        )
-        self.deferred_at = deferred_at
-        self.min_defer_seconds = float(min_defer_seconds) if min_defer_seconds else None
-        self.finish = dict(finish) if finish else None
-        self.owner = dict(owner) if owner else None
-
-    @property
-    def claim(self) -> OwnerClaim:
-        """What proves the job the task's own (:attr:`owner`)."""
-        return OwnerClaim.from_dict(self.owner)
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "job_kind": self.job_kind,
-                "creation_time": self.creation_time,
-                "wait_for": self.wait_for,
-                "preferences": self.preferences,
-                "poll_interval": self.poll_interval,
-                "max_poll_interval": self.max_poll_interval,
-                "deadline_seconds": self.deadline_seconds,
-                "stop_on_deadline": self.stop_on_deadline,
-                "stop_job_on_kill": self.stop_job_on_kill,
-                "shared_poll": self.shared_poll,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "verify": self.verify,
-                "botocore_config": self.botocore_config,
-                "window_closes_after_seconds": self.window_closes_after_seconds,
-                "deferred_at": self.deferred_at,
-                "min_defer_seconds": self.min_defer_seconds,
-                "finish": self.finish,
-                "owner": self.owner,
-            },
-        )
-
-    @property
-    def settings(self) -> AwsSettings:
-        return AwsSettings.of(self)
+    spec_type = CapacityWaitSpec
 
     @property
     def hook(self) -> SageMakerPreferenceHook:
@@ -220,17 +88,13 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     @cached_property
     def _parsed_preferences(self) -> InstancePreferenceList | None:
-        if not self.preferences:
+        if not self.spec.preferences:
             return None
-        return InstancePreferenceList.from_response(self.preferences, self.kind)
-
-    @property
-    def kind(self) -> JobKind:
-        return JobKind(self.job_kind)
+        return InstancePreferenceList.from_response(self.spec.preferences, self.spec.kind)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        if self.finish:
-            warm_up(FinishPlan.from_dict(self.finish), self.log)
+        if self.spec.finish:
+            warm_up(FinishPlan.from_dict(self.spec.finish), self.log)
         delivered = False
         try:
             async for event in self._wait():
@@ -240,7 +104,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     # (apache/airflow#72716). An ended task has no such race: the scheduler's mismatch
                     # check is for a task it finds scheduled, queued or running again, not ended.
                     await hold_after_deferral(
-                        self.log, self.job_name, self.deferred_at, self.min_defer_seconds
+                        self.log, self.spec.job_name, self.spec.deferred_at, self.spec.min_defer_seconds
                     )
                 delivered = True
                 yield event if ending is None else ending
@@ -273,35 +137,37 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 await self._pause(state)
 
     def _start_state(self) -> _WaitState:
-        shared = self.shared_poll and self._listing_helps(self.kind)
-        created = as_datetime(self.creation_time)
+        shared = self.spec.shared_poll and self._listing_helps(self.spec.kind)
+        created = as_datetime(self.spec.creation_time)
         return _WaitState(
             client_key=self._client_key(),
-            interval=self.poll_interval,
-            ceiling=max(self.max_poll_interval or self.poll_interval, self.poll_interval),
+            interval=self.spec.poll_interval,
+            ceiling=max(self.spec.max_poll_interval or self.spec.poll_interval, self.spec.poll_interval),
             shared=shared,
             created=created,
             # The deferring task looked at the job a moment ago; start from the shared listing instead
             # of Describing it again. A client-side timer needs the service clock of a Describe.
-            look=not (shared and created is not None and self._timer() is None),
+            look=not (shared and created is not None and self.spec.timer() is None),
         )
 
     async def _look(self, client: Any, slots: asyncio.Semaphore, state: _WaitState) -> CapacityEvent | None:
         """Describe the job once (or read the event detail that settled the wait): the event that ends
         the wait, or None (and the state moved on)."""
-        kind = self.kind
+        kind = self.spec.kind
         job, state.settled = state.settled, None
         if job is None:
             describe = await self._describe(client, kind, slots, state.interval, state.ceiling)
             if describe is None:
                 missing = JobFailedError(
-                    self.job_name, None, f"SageMaker has no {kind.value} job named {self.job_name!r}"
+                    self.spec.job_name,
+                    None,
+                    f"SageMaker has no {kind.value} job named {self.spec.job_name!r}",
                 )
-                return CapacityEvent.failure(kind, self.wait_for, Phase.FAILED, missing)
+                return CapacityEvent.failure(kind, self.spec.wait_for, Phase.FAILED, missing)
             job = JobSnapshot.of(kind, describe, service_now(describe))
             state.seen = JobStamp.of(kind, describe).newest(state.seen)
             state.clock.observe(job.now, asyncio.get_running_loop().time())
-        if is_done(job.phase, self.wait_for):
+        if is_done(job.phase, self.spec.wait_for):
             return self._finish(job)
         event = await self._timer_event(client, job)
         if event is not None:
@@ -309,7 +175,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
         changed = state.last is None or job.phase is not state.last.phase
         state.last_log_at = self._progress(job, changed, state.last_log_at)
         if changed:
-            state.interval = self.poll_interval  # something changed: look again soon
+            state.interval = self.spec.poll_interval  # something changed: look again soon
         state.last, state.created = job, job.created
         return None
 
@@ -319,28 +185,28 @@ class SageMakerCapacityTrigger(BaseTrigger):
         limit = (
             SAFETY_DESCRIBE_EVERY
             if job is None
-            else self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.poll_interval), job, state.clock)
+            else self._sleep_for(max(SAFETY_DESCRIBE_EVERY, self.spec.poll_interval), job, state.clock)
         )
         state.look = True
         if state.shared and state.created is not None:
             try:
                 seen = await self._wait_for_listed_change(
                     state.client_key,
-                    self.kind,
+                    self.spec.kind,
                     state.created,
                     limit,
                     state.summary,
                     early=job is None,
-                    wake_after=self._timer() if job is not None and job.phase is Phase.WAITING else None,
+                    wake_after=self.spec.timer() if job is not None and job.phase is Phase.WAITING else None,
                     stamp=state.seen,
-                    arn=None if job is None else job.describe.get(self.kind.spec.arn_field),
+                    arn=None if job is None else job.describe.get(self.spec.kind.spec.arn_field),
                 )
                 state.summary, state.seen, state.settled = seen.summary, seen.stamp, seen.settled
                 return
             except ListingUnavailable as err:
                 state.shared, state.summary = False, None
                 self.log.warning(
-                    "Shared List polling unavailable (%s); polling %s on its own", err, self.job_name
+                    "Shared List polling unavailable (%s); polling %s on its own", err, self.spec.job_name
                 )
                 if job is None:
                     return  # never looked at the job yet: Describe it now
@@ -366,15 +232,15 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
         async def once() -> dict[str, Any] | None:
             async with slots:
-                return await SageMakerPreferenceHook.describe_job_async(client, kind, self.job_name)
+                return await SageMakerPreferenceHook.describe_job_async(client, kind, self.spec.job_name)
 
         # No attempt limit: a wait never ends on a transient error (deadlines bound it elsewhere).
         policy = Retry(attempts=None, base=min(interval, 2.0), cap=max(ceiling, 60.0))
-        return await retry_async(once, f"Describe {self.job_name}", policy)
+        return await retry_async(once, f"Describe {self.spec.job_name}", policy)
 
     def _listing_helps(self, kind: JobKind) -> bool:
         # A processing summary has no secondary status or selected type: only its end is visible.
-        return kind is JobKind.TRAINING or self.wait_for == WaitFor.COMPLETION.value
+        return kind is JobKind.TRAINING or self.spec.wait_for == WaitFor.COMPLETION.value
 
     async def _wait_for_listed_change(
         self,
@@ -400,20 +266,20 @@ class SageMakerCapacityTrigger(BaseTrigger):
         an event that names ``arn``, the job's ARN from its Describe, in its account and region).
         """
         watcher = watcher_for(kind, client_key, self._open_client, partial(event_mode_for, self.settings))
-        is_change = listed_change(kind, self.wait_for)
+        is_change = listed_change(kind, self.spec.wait_for)
         loop = asyncio.get_running_loop()
         until = loop.time() + limit
-        chunk = PROGRESS_LOG_EVERY if wake_after is None else min(PROGRESS_LOG_EVERY, self.poll_interval)
+        chunk = PROGRESS_LOG_EVERY if wake_after is None else min(PROGRESS_LOG_EVERY, self.spec.poll_interval)
         while (remaining := until - loop.time()) > 0:
             seen = await watcher.wait_for_change(
-                self.job_name,
+                self.spec.job_name,
                 created,
                 is_change,
-                self.poll_interval,
+                self.spec.poll_interval,
                 min(remaining, watcher.clock.wait_for(loop.time(), created, wake_after, chunk)),
                 summary=summary,
                 early=early,
-                wait_for=self.wait_for,
+                wait_for=self.spec.wait_for,
                 stamp=stamp,
                 arn=arn,
             )
@@ -423,12 +289,14 @@ class SageMakerCapacityTrigger(BaseTrigger):
                 if seen.settled is not None:
                     self.log.info(
                         "A SageMaker event shows %s %s; its detail ends the wait",
-                        self.job_name,
+                        self.spec.job_name,
                         seen.settled.describe.get("SecondaryStatus") or seen.settled.status,
                     )
                 elif seen.by_event:
                     self.log.info(
-                        "A SageMaker event shows %s changed; describing it (%s)", self.job_name, seen.doubt
+                        "A SageMaker event shows %s changed; describing it (%s)",
+                        self.spec.job_name,
+                        seen.doubt,
                     )
                 return Observation(True, None, seen.by_event, stamp, seen.settled)
             service = watcher.service_now()
@@ -447,7 +315,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
                     plan = preferences.describe() if preferences else "?"
                     self.log.info(
                         "%s still %s after %s: %s",
-                        self.job_name,
+                        self.spec.job_name,
                         summary.get("SecondaryStatus") or summary.get(kind.spec.status_field) or "waiting",
                         format_duration(waited),
                         plan,
@@ -457,37 +325,36 @@ class SageMakerCapacityTrigger(BaseTrigger):
     async def _timer_event(self, client: Any, job: JobSnapshot) -> CapacityEvent | None:
         """The event of a timer that went off while waiting: the client deadline, or the window's close."""
         passed = deadline_passed(
-            job, self.wait_for, self.job_name, self.deadline_seconds, self.stop_on_deadline
+            job,
+            self.spec.wait_for,
+            self.spec.job_name,
+            self.spec.deadline_seconds,
+            self.spec.stop_on_deadline,
         )
         if passed is not None:
             if passed.stop_job:
                 try:
-                    await self.hook.stop_job_async(client, job.kind, self.job_name, self.claim)
+                    await self.hook.stop_job_async(client, job.kind, self.spec.job_name, self.spec.claim)
                 except NotOursError as err:  # the deadline still ends the wait; the job is not ours to stop
                     self.log.error("%s", err)
-            self.log.error("Capacity deadline passed for %s: %s", self.job_name, passed.event.reason)
+            self.log.error("Capacity deadline passed for %s: %s", self.spec.job_name, passed.event.reason)
             return passed.event
-        waited = job.timer_passed(self.window_closes_after_seconds)
+        waited = job.timer_passed(self.spec.window_closes_after_seconds)
         if waited is None:
             return None
         self.log.info(
             "%s still pending after %s: the next acceptance window is open",
-            self.job_name,
+            self.spec.job_name,
             format_duration(waited),
         )
-        return CapacityEvent.window_closed(job.kind, self.job_name, job.status, waited)
-
-    def _timer(self) -> float | None:
-        """The nearest timer while waiting (seconds from CreationTime): the client deadline or the window."""
-        timers = [t for t in (self.deadline_seconds, self.window_closes_after_seconds) if t is not None]
-        return min(timers) if timers else None
+        return CapacityEvent.window_closed(job.kind, self.spec.job_name, job.status, waited)
 
     def _sleep_for(
         self, interval: float, job: JobSnapshot | None, clock: ServiceClock | None = None
     ) -> float:
         """Never sleep far past the client deadline or the close of the acceptance window (on the
         service's clock, at the rate it was seen to run)."""
-        timer = self._timer()
+        timer = self.spec.timer()
         if job is not None and job.phase is Phase.WAITING and timer is not None:
             remaining = timer - job.waited
             if clock is not None and clock.rate > 1.0:
@@ -497,7 +364,7 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     def _finish(self, job: JobSnapshot) -> CapacityEvent:
         event = event_from_describe(
-            job.kind, self.wait_for, job.describe, job.phase, self._parsed_preferences, now=job.now
+            job.kind, self.spec.wait_for, job.describe, job.phase, self._parsed_preferences, now=job.now
         )
         if event.outcome is None:
             self.log.error("%s", event.error())
@@ -507,11 +374,13 @@ class SageMakerCapacityTrigger(BaseTrigger):
 
     async def _ending(self, event: TriggerEvent) -> TriggerEvent | None:
         """The event that ends the task here when the plan allows it; None when a worker resumes it."""
-        if not self.finish:
+        if not self.spec.finish:
             return None
-        received = CapacityEvent.from_payload(event.payload, self.job_name)
-        plan = FinishPlan.from_dict(self.finish)
-        return await end_task(plan, received, self.kind, self.preferences, self._logs_hook, self.log)
+        received = CapacityEvent.from_payload(event.payload, self.spec.job_name)
+        plan = FinishPlan.from_dict(self.spec.finish)
+        return await end_task(
+            plan, received, self.spec.kind, self.spec.preferences, self._logs_hook, self.log
+        )
 
     def _logs_hook(self) -> SageMakerJobLogsHook:
         return SageMakerJobLogsHook(**self.settings.hook_kwargs())
@@ -534,18 +403,22 @@ class SageMakerCapacityTrigger(BaseTrigger):
         plan = preferences.describe(cluster.get("InstanceCount")) if preferences else "?"
         if job.phase is Phase.WAITING:
             deadline = ""
-            limit = self.deadline_seconds or (describe.get("StoppingCondition") or {}).get(
+            limit = self.spec.deadline_seconds or (describe.get("StoppingCondition") or {}).get(
                 "MaxPendingTimeInSeconds"
             )
             if limit:
                 deadline = f"; deadline in {format_duration(max(0.0, float(limit) - waited))}"
             self.log.info(
-                "%s waiting for capacity %s: %s%s", self.job_name, format_duration(waited), plan, deadline
+                "%s waiting for capacity %s: %s%s",
+                self.spec.job_name,
+                format_duration(waited),
+                plan,
+                deadline,
             )
         else:
             self.log.info(
                 "%s %s: %s on %s×%s",
-                self.job_name,
+                self.spec.job_name,
                 job.phase.value,
                 describe.get("SecondaryStatus") or job.status,
                 cluster.get("SelectedInstanceType") or cluster.get("InstanceType"),
@@ -567,8 +440,8 @@ class SageMakerCapacityTrigger(BaseTrigger):
         await self._kill(stop_if_unknown=True)
 
     async def _kill(self, stop_if_unknown: bool) -> None:
-        if self.stop_job_on_kill:
-            await stop_unless_moved(self, self.kind, stop_if_unknown)
+        if self.spec.stop_job_on_kill:
+            await stop_unless_moved(self, self.spec.kind, stop_if_unknown)
 
 
 @dataclass

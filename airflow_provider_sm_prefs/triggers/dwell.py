@@ -35,6 +35,14 @@ def deferred_now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+def deferral(deferring: bool, given: float | None) -> dict[str, Any]:
+    """A trigger spec's ``deferred_at`` and ``min_defer_seconds``: now and the hold (``given`` or the
+    configured default) for a task that defers; neither for a wait run in the worker (nothing to race)."""
+    if not deferring:
+        return {"deferred_at": None, "min_defer_seconds": None}
+    return {"deferred_at": deferred_now(), "min_defer_seconds": min_defer_seconds(given)}
+
+
 async def hold_after_deferral(
     log: Any, job_name: str, deferred_at: str | None, seconds: float | None
 ) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.compat import TRIGGER_ON_KILL
@@ -31,14 +31,15 @@ from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message, is_busy
 from airflow_provider_sm_prefs.hooks.pool import shared_client
 from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, is_transient, retry_async
-from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.task_state import current_state_async
 from airflow_provider_sm_prefs.triggers.dwell import hold_after_deferral
 from airflow_provider_sm_prefs.triggers.kill import shielded, task_goes_on
+from airflow_provider_sm_prefs.triggers.spec import SpecTrigger, TriggerSpec
 
 
-class HyperPodGroupTrigger(BaseTrigger):
-    """Wait until a flexible instance group reaches ``target_count`` nodes (or its minimum, once accepted).
+@dataclass(frozen=True)
+class HyperPodGroupSpec(TriggerSpec):
+    """One wait of a flexible instance group, as :class:`HyperPodGroupTrigger` is given (and serializes) it.
 
     :param cluster_name: the HyperPod cluster.
     :param group: the group as the task asked for it (``FlexibleGroup.as_dict()``).
@@ -52,72 +53,57 @@ class HyperPodGroupTrigger(BaseTrigger):
     :param rollback: scale the group back to ``previous_count`` when the wait fails (here, before the event,
         waiting for the cluster to accept the update), or when the task is marked or cleared while
         deferred (Airflow 3.3's ``on_kill``).
+    :param aws: how the trigger reaches SageMaker (serialized flat, keyword only).
     :param deferred_at: when the task deferred (ISO 8601 UTC, the worker's clock).
     :param min_defer_seconds: hold the event until this long after ``deferred_at``
         (apache/airflow#72716; see :mod:`airflow_provider_sm_prefs.triggers.dwell`).
     """
 
-    def __init__(
-        self,
-        cluster_name: str,
-        group: dict[str, Any],
-        previous_count: int,
-        requested_at: str,
-        accept_after_seconds: float | None = None,
-        max_pending_seconds: float | None = None,
-        poll_interval: float = 30.0,
-        rollback: bool = True,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
-        deferred_at: str | None = None,
-        min_defer_seconds: float | None = None,
-    ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.cluster_name = cluster_name
-        self.group = dict(group)
-        self.previous_count = int(previous_count)
-        self.requested_at = requested_at
-        self.accept_after_seconds = None if accept_after_seconds is None else float(accept_after_seconds)
-        self.max_pending_seconds = None if max_pending_seconds is None else float(max_pending_seconds)
-        self.poll_interval = float(poll_interval)
-        self.rollback = rollback
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
-        self.deferred_at = deferred_at
-        self.min_defer_seconds = min_defer_seconds
+    positional: ClassVar[tuple[str, ...]] = ("cluster_name", "group", "previous_count", "requested_at")
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "cluster_name": self.cluster_name,
-                "group": self.group,
-                "previous_count": self.previous_count,
-                "requested_at": self.requested_at,
-                "accept_after_seconds": self.accept_after_seconds,
-                "max_pending_seconds": self.max_pending_seconds,
-                "poll_interval": self.poll_interval,
-                "rollback": self.rollback,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "verify": self.verify,
-                "botocore_config": self.botocore_config,
-                "deferred_at": self.deferred_at,
-                "min_defer_seconds": self.min_defer_seconds,
-            },
-        )
+    cluster_name: str
+    group: dict[str, Any]
+    previous_count: int
+    requested_at: str
+    accept_after_seconds: float | None = None
+    max_pending_seconds: float | None = None
+    poll_interval: float = 30.0
+    rollback: bool = True
+    deferred_at: str | None = None
+    min_defer_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        converted = {
+            "group": dict(self.group),
+            "previous_count": int(self.previous_count),
+            "accept_after_seconds": _float_or_none(self.accept_after_seconds),
+            "max_pending_seconds": _float_or_none(self.max_pending_seconds),
+            "poll_interval": float(self.poll_interval),
+        }
+        for name, value in converted.items():
+            object.__setattr__(self, name, value)
 
     @property
     def flexible_group(self) -> FlexibleGroup:
         return FlexibleGroup.from_dict(self.group)
 
     @property
-    def settings(self) -> AwsSettings:
-        return AwsSettings.of(self)
+    def name(self) -> str:
+        return f"{self.cluster_name}/{self.group['group_name']}"
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class HyperPodGroupTrigger(SpecTrigger[HyperPodGroupSpec]):
+    """Wait until a flexible instance group reaches ``target_count`` nodes (or its minimum, once accepted).
+
+    Its arguments are the fields of its :class:`HyperPodGroupSpec`: build it with
+    ``HyperPodGroupTrigger.of(spec)``, or with the same names as keyword arguments.
+    """
+
+    spec_type = HyperPodGroupSpec
 
     def hook(self) -> SageMakerHyperPodHook:
         return SageMakerHyperPodHook(**self.settings.hook_kwargs())
@@ -129,7 +115,9 @@ class HyperPodGroupTrigger(BaseTrigger):
             if not TRIGGER_ON_KILL:
                 await self._rollback_unless_moved(rollback_if_unknown=False)
             raise
-        await hold_after_deferral(self.log, self.name, self.deferred_at, self.min_defer_seconds)
+        await hold_after_deferral(
+            self.log, self.spec.name, self.spec.deferred_at, self.spec.min_defer_seconds
+        )
         yield TriggerEvent(event.as_payload())  # type: ignore[no-untyped-call]
 
     async def wait(self) -> GroupEvent:
@@ -143,28 +131,30 @@ class HyperPodGroupTrigger(BaseTrigger):
                 decided = self.decide(look)
                 if decided is not None:
                     break
-                await asyncio.sleep(self.poll_interval)
-            if not decided.succeeded and self.rollback and look.phase is not GroupPhase.GONE:
+                await asyncio.sleep(self.spec.poll_interval)
+            if not decided.succeeded and self.spec.rollback and look.phase is not GroupPhase.GONE:
                 assert look.now is not None
                 decided = replace(decided, rollback=await self.roll_back(client, look.now))
             return decided
 
     async def look(self, client: Any) -> GroupEvent:
         """One DescribeCluster (transient errors retried, never raised) read for the group."""
-        policy = Retry(attempts=None, base=min(self.poll_interval, 2.0), cap=60.0)
+        policy = Retry(attempts=None, base=min(self.spec.poll_interval, 2.0), cap=60.0)
         describe = await retry_async(
-            lambda: SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name),
-            f"Describe {self.cluster_name}",
+            lambda: SageMakerHyperPodHook.describe_cluster_async(client, self.spec.cluster_name),
+            f"Describe {self.spec.cluster_name}",
             policy,
         )
-        group = self.flexible_group
+        group = self.spec.flexible_group
         if describe is None:
             return GroupEvent(GroupPhase.GONE, None, None, 0.0, datetime.now().astimezone())
         now = service_now(describe)
-        elapsed = max(0.0, (now - datetime.fromisoformat(self.requested_at)).total_seconds())
-        accept_minimum = self.accept_after_seconds is not None and elapsed >= self.accept_after_seconds
+        elapsed = max(0.0, (now - datetime.fromisoformat(self.spec.requested_at)).total_seconds())
+        accept_minimum = (
+            self.spec.accept_after_seconds is not None and elapsed >= self.spec.accept_after_seconds
+        )
         phase = group_progress(
-            describe, group.group_name, group.instance_count, self.previous_count, accept_minimum
+            describe, group.group_name, group.instance_count, self.spec.previous_count, accept_minimum
         )
         return GroupEvent(
             phase, find_group(describe, group.group_name), describe.get("ClusterStatus"), elapsed, now
@@ -174,24 +164,24 @@ class HyperPodGroupTrigger(BaseTrigger):
         """The event a look ends the wait with, or None to keep waiting."""
         if look.phase is not GroupPhase.WAITING:
             if look.phase is not GroupPhase.REACHED_TARGET:
-                self.log.info("%s: %s", self.name, look.phase.value)
+                self.log.info("%s: %s", self.spec.name, look.phase.value)
             return replace(look, reason=_reason(look))
-        if self.max_pending_seconds is not None and look.elapsed >= self.max_pending_seconds:
+        if self.spec.max_pending_seconds is not None and look.elapsed >= self.spec.max_pending_seconds:
             current = (look.group or {}).get("CurrentCount", 0)
             return replace(
                 look,
                 phase=GroupPhase.SHORTFALL,
                 reason=(
-                    f"{current} of {self.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
-                    f"max_pending ({self.max_pending_seconds:.0f} s)"
+                    f"{current} of {self.spec.group['instance_count']} nodes after {look.elapsed:.0f} s, past "
+                    f"max_pending ({self.spec.max_pending_seconds:.0f} s)"
                 ),
             )
         self.log.info(
             "%s/%s: %s of %s nodes, %.0f s since the request",
-            self.cluster_name,
-            self.group["group_name"],
+            self.spec.cluster_name,
+            self.spec.group["group_name"],
             (look.group or {}).get("CurrentCount", 0),
-            self.group["instance_count"],
+            self.spec.group["instance_count"],
             look.elapsed,
         )
         return None
@@ -206,7 +196,7 @@ class HyperPodGroupTrigger(BaseTrigger):
         task's scale-up: not the task's to scale back any more) or ``GAVE_UP``.
         """
         while True:
-            describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name)
+            describe = await SageMakerHyperPodHook.describe_cluster_async(client, self.spec.cluster_name)
             plan = self._plan(describe)
             if plan.specification is None:
                 return plan.result or RollbackResult.NOT_NEEDED
@@ -215,35 +205,36 @@ class HyperPodGroupTrigger(BaseTrigger):
                 and (service_now(describe) - since).total_seconds() > MIN_COUNT_DEADLINE_SECONDS + 3600
             ):
                 self.log.error(
-                    "%s: the cluster never accepted the rollback to %d nodes", self.name, self.previous_count
+                    "%s: the cluster never accepted the rollback to %d nodes",
+                    self.spec.name,
+                    self.spec.previous_count,
                 )
                 return RollbackResult.GAVE_UP
             try:
                 await client.update_cluster(
-                    ClusterName=self.cluster_name, InstanceGroups=[plan.specification]
+                    ClusterName=self.spec.cluster_name, InstanceGroups=[plan.specification]
                 )
             except ClientError as err:
                 if not (is_busy(err) or is_transient(err)):
                     raise
                 self.log.info(
-                    "%s: waiting for the cluster to accept the rollback (%s)", self.name, error_code(err)
+                    "%s: waiting for the cluster to accept the rollback (%s)", self.spec.name, error_code(err)
                 )
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(self.spec.poll_interval)
                 continue
-            self.log.warning("%s: scaled back to %d nodes", self.name, self.previous_count)
+            self.log.warning("%s: scaled back to %d nodes", self.spec.name, self.spec.previous_count)
             return RollbackResult.DONE
-
-    @property
-    def name(self) -> str:
-        return f"{self.cluster_name}/{self.group['group_name']}"
 
     def _plan(self, describe: Mapping[str, Any] | None) -> RollbackPlan:
         """The rollback to send now (:func:`plan_rollback`); a refusal is logged."""
         plan = plan_rollback(
-            describe, self.group["group_name"], self.flexible_group.instance_count, self.previous_count
+            describe,
+            self.spec.group["group_name"],
+            self.spec.flexible_group.instance_count,
+            self.spec.previous_count,
         )
         if plan.result is RollbackResult.REFUSED:
-            self.log.error("%s: not rolled back: %s", self.name, plan.reason)
+            self.log.error("%s: not rolled back: %s", self.spec.name, plan.reason)
         return plan
 
     async def on_kill(self) -> None:
@@ -253,7 +244,7 @@ class HyperPodGroupTrigger(BaseTrigger):
     async def _rollback_unless_moved(self, rollback_if_unknown: bool) -> None:
         """Roll back unless the task goes on (:func:`.kill.task_goes_on`); the state is read inside the
         shield, so a repeated cancellation cannot cut the kill path between the read and the update."""
-        if self.rollback:
+        if self.spec.rollback:
             await shielded(self._rollback_if_ended(rollback_if_unknown))
 
     async def _rollback_if_ended(self, rollback_if_unknown: bool) -> None:
@@ -261,7 +252,7 @@ class HyperPodGroupTrigger(BaseTrigger):
         if task_goes_on(state, rollback_if_unknown):
             self.log.info(
                 "Trigger of %s cancelled while its task is %s: the scale-up is left to the task",
-                self.name,
+                self.spec.name,
                 state or "in an unreadable state",
             )
             return
@@ -270,20 +261,24 @@ class HyperPodGroupTrigger(BaseTrigger):
     async def _roll_back_once(self) -> None:
         """One try (a kill path is bounded): a busy cluster is left to HyperPod's own rollback, and said so."""
         async with shared_client(self.settings.pool_key(), self.hook().get_async_conn) as client:
-            plan = self._plan(await SageMakerHyperPodHook.describe_cluster_async(client, self.cluster_name))
+            plan = self._plan(
+                await SageMakerHyperPodHook.describe_cluster_async(client, self.spec.cluster_name)
+            )
             if plan.specification is None:
                 return
             try:
                 await client.update_cluster(
-                    ClusterName=self.cluster_name, InstanceGroups=[plan.specification]
+                    ClusterName=self.spec.cluster_name, InstanceGroups=[plan.specification]
                 )
             except ClientError as err:
                 if not is_busy(err):
                     raise
-                self.log.error("%s: %s", self.name, busy_rollback_message(self.previous_count))
+                self.log.error("%s: %s", self.spec.name, busy_rollback_message(self.spec.previous_count))
                 return
         self.log.info(
-            "Scaled %s back to %d nodes: its task was marked or cleared", self.name, self.previous_count
+            "Scaled %s back to %d nodes: its task was marked or cleared",
+            self.spec.name,
+            self.spec.previous_count,
         )
 
 

@@ -51,7 +51,7 @@ async def stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool) 
 
 
 async def _stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool) -> None:
-    log, job_name = trigger.log, trigger.job_name
+    log, job_name = trigger.log, trigger.spec.job_name
     state = await current_state_async(getattr(trigger, "task_instance", None))
     if state == "deferred":
         log.info(
@@ -71,7 +71,7 @@ async def _stop_unless_moved(trigger: Any, kind: JobKind, stop_if_unknown: bool)
     hook = trigger.hook
     async with await hook.get_async_conn() as client:
         try:
-            await hook.stop_job_async(client, kind, job_name, trigger.claim)
+            await hook.stop_job_async(client, kind, job_name, trigger.spec.claim)
         except NotOursError as err:
             log.error("%s", err)
             return

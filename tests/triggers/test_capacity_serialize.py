@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import inspect
 import json
+from dataclasses import fields
 
 import pytest
 
-from airflow_provider_sm_prefs.triggers.capacity import RENAMED_KWARGS, SageMakerCapacityTrigger
+from airflow_provider_sm_prefs.triggers.capacity import (
+    RENAMED_KWARGS,
+    CapacityWaitSpec,
+    SageMakerCapacityTrigger,
+)
+from airflow_provider_sm_prefs.triggers.spec import AWS_FIELDS
+
+
+def accepted_arguments() -> set[str]:
+    """What the trigger accepts: its spec's fields, the connection settings flat, and the earlier names."""
+    return ({f.name for f in fields(CapacityWaitSpec)} - {"aws"}) | set(AWS_FIELDS) | set(RENAMED_KWARGS)
 
 
 def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
@@ -47,7 +57,7 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
         },
     }
     # The earlier names are read, never written: serialize() returns each argument under its name.
-    params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters) - {"self", *RENAMED_KWARGS}
+    params = accepted_arguments() - set(RENAMED_KWARGS)
     assert set(kwargs) == params, "test must cover every constructor argument"
     classpath, serialized = SageMakerCapacityTrigger(**kwargs).serialize()
     assert serialized == kwargs
@@ -58,7 +68,7 @@ def test_serialize_returns_every_constructor_argument_and_round_trips() -> None:
 
 
 def test_a_renamed_kwarg_is_read_under_its_earlier_name_and_written_under_the_new() -> None:
-    params = set(inspect.signature(SageMakerCapacityTrigger.__init__).parameters)
+    params = accepted_arguments()
     assert set(RENAMED_KWARGS) <= params and set(RENAMED_KWARGS.values()) <= params
     old = SageMakerCapacityTrigger(job_name="j", escalate_after_seconds=3600)
     _, kwargs = old.serialize()
@@ -69,3 +79,28 @@ def test_a_renamed_kwarg_is_read_under_its_earlier_name_and_written_under_the_ne
 def test_a_kwarg_under_both_names_is_an_error_naming_them() -> None:
     with pytest.raises(TypeError, match="window_closes_after_seconds only"):
         SageMakerCapacityTrigger(job_name="j", window_closes_after_seconds=60, escalate_after_seconds=60)
+
+
+def test_an_unknown_kwarg_is_an_error_naming_it() -> None:
+    with pytest.raises(TypeError, match="unexpected argument.*poll_intervall"):
+        SageMakerCapacityTrigger(job_name="j", poll_intervall=5)
+
+
+def test_a_trigger_built_from_its_spec_serializes_the_spec() -> None:
+    spec = CapacityWaitSpec(job_name="j", poll_interval=5, max_poll_interval=0, min_defer_seconds=0)
+    trigger = SageMakerCapacityTrigger.of(spec)
+    assert trigger.spec == spec
+    _, kwargs = trigger.serialize()
+    # 0 is "unset" for these durations, as earlier releases read it; the cadence is a float.
+    assert (kwargs["poll_interval"], kwargs["max_poll_interval"], kwargs["min_defer_seconds"]) == (
+        5.0,
+        None,
+        None,
+    )
+    assert SageMakerCapacityTrigger("j", "training", "capacity", [], 5).spec == spec
+
+
+def test_setting_an_argument_on_the_trigger_is_refused_not_ignored() -> None:
+    trigger = SageMakerCapacityTrigger(job_name="j")
+    with pytest.raises(AttributeError, match="poll_interval is an argument of its spec"):
+        trigger.poll_interval = 30.0  # type: ignore[attr-defined]

@@ -397,10 +397,8 @@ def test_triggers_starting_together_share_their_first_pass(sm: Any) -> None:
     before = sm.stats()["operations"].get("ListTrainingJobs", 0)
 
     async def main() -> list[dict[str, Any]]:
-        triggers = [trigger(name, creation_time=creation[name]) for name in names]
         # One poll interval of 30 s: only an early pass can deliver the events within the test's timeout.
-        for t in triggers:
-            t.poll_interval = 30.0
+        triggers = [trigger(name, creation_time=creation[name], poll_interval=30.0) for name in names]
         return await asyncio.wait_for(asyncio.gather(*(first_event(t) for t in triggers)), 20)
 
     events = asyncio.run(main())
@@ -452,8 +450,9 @@ def test_a_job_that_ended_before_its_trigger_started_is_reported_on_the_first_pa
     creation = created_at(sm, "done-already")
     sm.advance(3600)
     assert sm.job("done-already")["status"] == "Completed"
-    t = trigger("done-already", creation_time=creation)
-    t.poll_interval = 30.0  # only the first pass can answer within the timeout
+    t = trigger(
+        "done-already", creation_time=creation, poll_interval=30.0
+    )  # only the first pass can answer in time
 
     event = asyncio.run(asyncio.wait_for(first_event(t), 10))
     assert event["status"] == "success" and event["outcome"]["job_status"] == "Completed"
