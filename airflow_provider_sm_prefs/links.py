@@ -82,10 +82,21 @@ def _kind_where(matches: Callable[[JobKindSpec], bool]) -> JobKind:
     return next((kind for kind in JobKind if matches(kind.spec)), JobKind.PROCESSING)
 
 
+#: The first release stored a link's parts instead of its URL. Per link, the part that names the job
+#: kind: how a kind's spec spells it there, and which of :func:`job_urls`' two URLs the link opens.
+_FIRST_RELEASE_PARTS: dict[str, tuple[Callable[[JobKindSpec], str], int]] = {
+    "console_path": (lambda spec: spec.console_path, 0),
+    # The log group's last part (``TrainingJobs``).
+    "log_group": (lambda spec: spec.log_group.rpartition("/")[2], 1),
+}
+
+
 class _StoredUrlLink(BaseOperatorLink):
     """A link whose finished URL is kept in one XCom under :attr:`key`."""
 
     key: ClassVar[str]
+    #: The part that names the job kind in what the first release stored (see ``_FIRST_RELEASE_PARTS``).
+    kind_part: ClassVar[str]
 
     @property
     def xcom_key(self) -> str:
@@ -102,7 +113,16 @@ class _StoredUrlLink(BaseOperatorLink):
         return ""
 
     def _from_parts(self, parts: dict[str, Any]) -> str:
-        return ""
+        """The URL from the parts the first release stored ("" when they do not read)."""
+        spelling, which = _FIRST_RELEASE_PARTS[self.kind_part]
+        try:
+            named = parts[self.kind_part]
+            kind = _kind_where(lambda spec: spelling(spec) == named)
+            return job_urls(
+                kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
+            )[which]
+        except (KeyError, TypeError):
+            return ""
 
     @classmethod
     def persist(cls, context: Context, url: str) -> None:
@@ -115,16 +135,7 @@ class SageMakerPreferenceJobLink(_StoredUrlLink):
 
     name = "SageMaker Job"
     key = "sm_prefs_job_link"
-
-    def _from_parts(self, parts: dict[str, Any]) -> str:
-        try:
-            console_path = parts["console_path"]
-            kind = _kind_where(lambda spec: spec.console_path == console_path)
-            return job_urls(
-                kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
-            )[0]
-        except (KeyError, TypeError):
-            return ""
+    kind_part = "console_path"
 
 
 class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
@@ -132,17 +143,7 @@ class SageMakerPreferenceJobLogsLink(_StoredUrlLink):
 
     name = "SageMaker Job Logs"
     key = "sm_prefs_job_logs_link"
-
-    def _from_parts(self, parts: dict[str, Any]) -> str:
-        try:
-            # The first release kept the log group's last part (``TrainingJobs``).
-            log_group = parts["log_group"]
-            kind = _kind_where(lambda spec: spec.log_group.rpartition("/")[2] == log_group)
-            return job_urls(
-                kind, parts["job_name"], region_name=parts["region_name"], aws_partition=_partition(parts)
-            )[1]
-        except (KeyError, TypeError):
-            return ""
+    kind_part = "log_group"
 
 
 def persist_job_links(context: Context, job_kind: str, job_name: str, hook: Any, log: Any) -> None:
