@@ -89,31 +89,58 @@ class CapacityEvent:
     reason: str | None = None
 
     @classmethod
-    def success(
-        cls, kind: JobKind, wait_for: WaitFor | str, phase: Phase, outcome: CapacityOutcome
+    def _of(
+        cls,
+        status: EventStatus,
+        kind: JobKind,
+        job_name: str,
+        job_status: str | None,
+        wait_for: WaitFor | str,
+        phase: Phase,
+        *,
+        outcome: dict[str, Any] | None = None,
+        error_type: str | None = None,
+        reason: str | None = None,
     ) -> CapacityEvent:
+        """The one place an event is built: the enums stored as the payload carries them."""
         return cls(
-            status=EventStatus.SUCCESS,
-            job_name=outcome.job_name,
+            status=status,
+            job_name=job_name,
             job_kind=kind.value,
             wait_for=WaitFor(wait_for).value,
             phase=phase.value,
+            outcome=outcome,
+            error_type=error_type,
+            job_status=job_status,
+            reason=reason,
+        )
+
+    @classmethod
+    def success(
+        cls, kind: JobKind, wait_for: WaitFor | str, phase: Phase, outcome: CapacityOutcome
+    ) -> CapacityEvent:
+        return cls._of(
+            EventStatus.SUCCESS,
+            kind,
+            outcome.job_name,
+            outcome.job_status,
+            wait_for,
+            phase,
             outcome=outcome.as_dict(),
-            job_status=outcome.job_status,
         )
 
     @classmethod
     def failure(
         cls, kind: JobKind, wait_for: WaitFor | str, phase: Phase, error: errors.SageMakerJobError
     ) -> CapacityEvent:
-        return cls(
-            status=EventStatus.ERROR,
-            job_name=error.job_name,
-            job_kind=kind.value,
-            wait_for=WaitFor(wait_for).value,
-            phase=phase.value,
+        return cls._of(
+            EventStatus.ERROR,
+            kind,
+            error.job_name,
+            error.status,
+            wait_for,
+            phase,
             error_type=type(error).__name__,
-            job_status=error.status,
             reason=error.reason,
         )
 
@@ -122,13 +149,13 @@ class CapacityEvent:
         cls, kind: JobKind, job_name: str, job_status: str | None, waited: float
     ) -> CapacityEvent:
         """The job is still Pending after ``waited`` seconds, when its acceptance window closed."""
-        return cls(
-            status=EventStatus.WINDOW_CLOSED,
-            job_name=job_name,
-            job_kind=kind.value,
-            wait_for=WaitFor.CAPACITY.value,
-            phase=Phase.WAITING.value,
-            job_status=job_status,
+        return cls._of(
+            EventStatus.WINDOW_CLOSED,
+            kind,
+            job_name,
+            job_status,
+            WaitFor.CAPACITY,
+            Phase.WAITING,
             reason=f"still pending after {format_duration(waited)}; the next acceptance window is open",
         )
 
@@ -145,12 +172,13 @@ class CapacityEvent:
     def from_payload(cls, payload: Mapping[str, Any] | None, job_name: str = "?") -> CapacityEvent:
         """Read a payload back; anything malformed becomes an error event that says what arrived."""
         if not isinstance(payload, Mapping) or payload.get("status") not in {s.value for s in EventStatus}:
-            return cls(
-                status=EventStatus.ERROR,
-                job_name=job_name,
-                job_kind=JobKind.TRAINING.value,
-                wait_for=WaitFor.CAPACITY.value,
-                phase=Phase.FAILED.value,
+            return cls._of(
+                EventStatus.ERROR,
+                JobKind.TRAINING,
+                job_name,
+                None,
+                WaitFor.CAPACITY,
+                Phase.FAILED,
                 error_type=errors.JobFailedError.__name__,
                 reason=f"unexpected trigger event {payload!r}",
             )
