@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from airflow_provider_sm_prefs.domain.kinds import SPECS, JobKind, kind_of
+from airflow_provider_sm_prefs.domain.kinds import SPECS, JobKind, JobKindSpec, kind_of
 
 
 @pytest.fixture(scope="module")
@@ -64,4 +64,37 @@ def test_the_console_path_and_log_group_of_each_kind() -> None:
     assert (JobKind.PROCESSING.spec.console_path, JobKind.PROCESSING.spec.log_group) == (
         "processing-jobs",
         "/aws/sagemaker/ProcessingJobs",
+    )
+
+
+def test_a_kinds_names_follow_from_its_kind_and_label_by_sagemakers_naming_rule() -> None:
+    """Only the facts no rule gives are written per kind; every name SageMaker derives from the kind
+    is derived the same way here (the service model test above checks each against botocore)."""
+    spec = JobKindSpec(
+        kind=JobKind.PROCESSING,
+        label="Processing",
+        cluster_path=("ProcessingResources", "ClusterConfig"),
+        secondary_status=False,
+        console_path="processing-jobs",
+    )
+    assert spec == JobKind.PROCESSING.spec
+    assert (spec.name_field, spec.arn_field, spec.status_field, spec.end_time_field) == (
+        "ProcessingJobName",
+        "ProcessingJobArn",
+        "ProcessingJobStatus",
+        "ProcessingEndTime",
+    )
+    assert (spec.create, spec.describe, spec.stop, spec.list, spec.summaries_field) == (
+        "create_processing_job",
+        "describe_processing_job",
+        "stop_processing_job",
+        "list_processing_jobs",
+        "ProcessingJobSummaries",
+    )
+    training = JobKind.TRAINING.spec
+    assert (training.name_field, training.end_time_field, training.list, training.summaries_field) == (
+        "TrainingJobName",
+        "TrainingEndTime",
+        "list_training_jobs",
+        "TrainingJobSummaries",
     )

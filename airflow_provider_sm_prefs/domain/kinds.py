@@ -9,7 +9,7 @@ Pure: no Airflow, no boto.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -42,36 +42,59 @@ class JobKind(str, Enum):
 class JobKindSpec:
     """What differs between training and processing jobs in SageMaker's API and console.
 
+    SageMaker names a kind's fields, operations and log group after the kind (``TrainingJobName``,
+    ``describe_training_job``, ``/aws/sagemaker/TrainingJobs``): those names follow from ``kind`` and
+    ``label`` by that one rule (``tests/test_kinds.py`` checks each against botocore's service model);
+    the facts no rule gives are the arguments.
+
     :param label: ``Training`` / ``Processing``, as AWS writes it in messages.
-    :param name_field: the job name's field (``TrainingJobName``), in requests, responses and summaries.
-    :param arn_field: the job ARN's field in Create and Describe responses.
-    :param status_field: the status field in Describe responses and List summaries.
-    :param end_time_field: when the job ended, in Describe responses.
     :param cluster_path: where the instance settings live (``ResourceConfig`` or
         ``ProcessingResources.ClusterConfig``).
-    :param create: boto3 method of Create*; ``describe``, ``stop``, ``list`` likewise.
-    :param summaries_field: the list of summaries in a List* response.
     :param secondary_status: whether Describe and List report ``SecondaryStatus`` (training only); a
         processing job shows its selection only through ``SelectedInstanceType`` in Describe.
     :param console_path: the job's page under the SageMaker console (``#/<path>/<name>``).
-    :param log_group: the job's CloudWatch log group.
+
+    Derived: ``name_field``, the job name's field (``TrainingJobName``) in requests, responses and
+    summaries; ``arn_field``, the job ARN's field in Create and Describe responses; ``status_field``, the
+    status field in Describe responses and List summaries; ``end_time_field``, when the job ended, in
+    Describe responses; ``create``, the boto3 method of Create* (``describe``, ``stop``, ``list``
+    likewise); ``summaries_field``, the list of summaries in a List* response; ``log_group``, the job's
+    CloudWatch log group.
     """
 
     kind: JobKind
     label: str
-    name_field: str
-    arn_field: str
-    status_field: str
-    end_time_field: str
     cluster_path: tuple[str, ...]
-    create: str
-    describe: str
-    stop: str
-    list: str
-    summaries_field: str
     secondary_status: bool
     console_path: str
-    log_group: str
+    name_field: str = field(init=False)
+    arn_field: str = field(init=False)
+    status_field: str = field(init=False)
+    end_time_field: str = field(init=False)
+    create: str = field(init=False)
+    describe: str = field(init=False)
+    stop: str = field(init=False)
+    list: str = field(init=False)
+    summaries_field: str = field(init=False)
+    log_group: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Set once here rather than computed on each read: the waits read these for every job they poll.
+        label, job = self.label, f"{self.kind.value}_job"
+        named = {
+            "name_field": f"{label}JobName",
+            "arn_field": f"{label}JobArn",
+            "status_field": f"{label}JobStatus",
+            "end_time_field": f"{label}EndTime",
+            "create": f"create_{job}",
+            "describe": f"describe_{job}",
+            "stop": f"stop_{job}",
+            "list": f"list_{job}s",
+            "summaries_field": f"{label}JobSummaries",
+            "log_group": f"/aws/sagemaker/{label}Jobs",
+        }
+        for name, value in named.items():
+            object.__setattr__(self, name, value)
 
     def name_of(self, data: Mapping[str, Any]) -> str | None:
         """The job name in a request, Describe response or List summary."""
@@ -90,36 +113,16 @@ SPECS: dict[JobKind, JobKindSpec] = {
     JobKind.TRAINING: JobKindSpec(
         kind=JobKind.TRAINING,
         label="Training",
-        name_field="TrainingJobName",
-        arn_field="TrainingJobArn",
-        status_field="TrainingJobStatus",
-        end_time_field="TrainingEndTime",
         cluster_path=("ResourceConfig",),
-        create="create_training_job",
-        describe="describe_training_job",
-        stop="stop_training_job",
-        list="list_training_jobs",
-        summaries_field="TrainingJobSummaries",
         secondary_status=True,
         console_path="jobs",
-        log_group="/aws/sagemaker/TrainingJobs",
     ),
     JobKind.PROCESSING: JobKindSpec(
         kind=JobKind.PROCESSING,
         label="Processing",
-        name_field="ProcessingJobName",
-        arn_field="ProcessingJobArn",
-        status_field="ProcessingJobStatus",
-        end_time_field="ProcessingEndTime",
         cluster_path=("ProcessingResources", "ClusterConfig"),
-        create="create_processing_job",
-        describe="describe_processing_job",
-        stop="stop_processing_job",
-        list="list_processing_jobs",
-        summaries_field="ProcessingJobSummaries",
         secondary_status=False,
         console_path="processing-jobs",
-        log_group="/aws/sagemaker/ProcessingJobs",
     ),
 }
 
