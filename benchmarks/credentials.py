@@ -36,32 +36,24 @@ import os
 import statistics
 import sys
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from benchmarks.launch import (
-    RESULTS,
+    benchmark_emulator,
     emulator_clock,
+    error_record,
+    result_header,
     result_path,
+    run_timing,
     save_result,
     start_trigger_process,
+    stop_trigger_process,
     write_creation_times,
 )
-from benchmarks.processes import (
-    EmulatorProcess,
-    ProcessError,
-    TriggerProcess,
-    assumed_role_env,
-    bytecode_env,
-    child_env,
-    git_revision,
-    machine_info,
-)
-from benchmarks.run import ADMIN_TIMEOUT
+from benchmarks.processes import ProcessError, TriggerProcess, assumed_role_env
 from benchmarks.variants import EVENTS, OURS
 from benchmarks.workload import HARNESS_KEY, Workload, pending_seconds, selection_time, submit_jobs
 
@@ -333,15 +325,9 @@ def run_one(plan: CredentialsPlan, emulator: Any, auth: str, mode: str, run_dir:
             }
         )
     finally:
-        if child.proc.poll() is None:
-            child.send("STOP")
-            child.close(timeout=30.0)
-        if route is not None:
-            try:
-                record["event_route"] = route.close()
-            except Exception as err:  # never hide the run's own error behind the clean-up's
-                record["event_route"] = {"error": f"{type(err).__name__}: {err}"}
-            child.event_route = None
+        route_record = stop_trigger_process(child)
+        if route_record is not None:
+            record["event_route"] = route_record
     return record
 
 
@@ -444,12 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan, output = _parse_args(argv)
     run_dir = output.with_suffix("")
     run_dir.mkdir(parents=True, exist_ok=True)
-    command = "python -m benchmarks.credentials " + " ".join(sys.argv[1:] if argv is None else argv)
     result: dict[str, Any] = {
-        "command": command.strip(),
-        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_revision": git_revision(),
-        "machine": machine_info(),
+        **result_header("benchmarks.credentials", argv),
         "plan": {**asdict(plan), "role_arn": ROLE},
         "runs": [],
     }
@@ -458,30 +440,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"credentials benchmark: {len(planned)} runs of {plan.waits} waits; results in {output}", flush=True
     )
-    emulator_proc = EmulatorProcess(child_env(bytecode_env(RESULTS / ".pycache")), run_dir / "emulator.log")
-    try:
-        from offline_sagemaker.remote import RemoteSageMaker
-
-        emulator = RemoteSageMaker(emulator_proc.url, timeout=ADMIN_TIMEOUT)
+    with benchmark_emulator(run_dir) as (_, emulator):
         for index, (auth, mode) in enumerate(planned):
             print(f"[{index + 1}/{len(planned)}] {auth} {mode} ...", flush=True)
             run_started, load = time.monotonic(), os.getloadavg()[0]
             try:
                 record = run_one(plan, emulator, auth, mode, run_dir)
             except Exception as err:
-                record = {
-                    "auth": auth,
-                    "mode": mode,
-                    "error": f"{type(err).__name__}: {err}",
-                    "error_traceback": traceback.format_exc(),
-                }
-            record["run_seconds"] = time.monotonic() - run_started
-            record["loadavg_1m"] = {"start": load, "end": os.getloadavg()[0]}
+                record = {"auth": auth, "mode": mode, **error_record(err)}
+            record.update(run_timing(run_started, load))
             result["runs"].append(record)
             print(_summary(record), flush=True)
             save_result(result, output)
-    finally:
-        emulator_proc.close()
     result["total_seconds"] = time.monotonic() - started
     result["machine"]["loadavg_end"] = list(os.getloadavg())
     save_result(result, output)
