@@ -40,21 +40,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
-import json
-import math
-import os
-import random
-import re
 import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -62,266 +55,119 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harness.config import COMPONENTS, default_dags_folders
+from harness.config import default_dags_folders
 from harness.deployment import LocalAirflow, local_airflow
-from harness.emulator import EMULATOR
-from harness.rest import ACTIVE_TI_STATES, TERMINAL_RUN_STATES, TERMINAL_TI_STATES
+from harness.memory import MEMORY_COMPONENTS, SAMPLE_EVERY, MemorySampler
+from harness.rest import TERMINAL_RUN_STATES, TERMINAL_TI_STATES
+from harness.soak_accounting import (
+    CAPACITY_TIMEOUT_MARK,
+    FAULT_KINDS,
+    NightResult,
+    duplicates_of,
+    fault_counts,
+    owners_of,
+    unattended_of,
+)
+from harness.soak_plan import (
+    DAGS,
+    FLEET,
+    G5,
+    G6,
+    JOB_RUNTIME,
+    KINDS,
+    NIGHTLY,
+    P4D,
+    PHASES,
+    RELAXED_PENDING,
+    SETTLE,
+    STEP,
+    TIGHT_PENDING,
+    WEEK,
+    NightPlan,
+    night_scenario,
+    plan_week,
+)
+from harness.soak_report import (
+    ROOT,
+    RUN_DIR,
+    RUN_JSON,
+    RUN_MD,
+    passed,
+    render_markdown,
+    report,
+    summary_line,
+    write_report,
+)
 from offline_sagemaker.jobs import training_config
 
-ROOT = Path(__file__).resolve().parents[1]
-RUN_DIR = ROOT / "build" / "reliability"
-RUN_JSON = RUN_DIR / "soak.json"
-RUN_MD = RUN_DIR / "soak.md"
+# The plan, the accounting, the report and the memory sampler have their own modules; their names stay
+# importable from here, where the soak's tests, the chaos run and the reliability page found them.
+__all__ = [
+    "CAPACITY_TIMEOUT_MARK",
+    "DAGS",
+    "FLEET",
+    "G5",
+    "G6",
+    "JOB_RUNTIME",
+    "KINDS",
+    "MEMORY_COMPONENTS",
+    "NIGHTLY",
+    "P4D",
+    "PHASES",
+    "RELAXED_PENDING",
+    "ROOT",
+    "RUN_DIR",
+    "RUN_JSON",
+    "RUN_MD",
+    "SAMPLE_EVERY",
+    "SETTLE",
+    "STEP",
+    "TIGHT_PENDING",
+    "WEEK",
+    "MemorySampler",
+    "NightPlan",
+    "NightResult",
+    "Soak",
+    "duplicates_of",
+    "fault_counts",
+    "main",
+    "night_scenario",
+    "owners_of",
+    "passed",
+    "plan_week",
+    "render_markdown",
+    "report",
+    "run_soak",
+    "summary_line",
+    "unattended_of",
+    "write_report",
+]
 
-NIGHTLY = "sm_prefs_nightly_retrain"
-FLEET = "e2e_fleet"
-DAGS = (NIGHTLY, FLEET)
 #: Tasks that may sit without a state while the night is quiet: they wait on a deferred upstream.
 DOWNSTREAM = {NIGHTLY: frozenset({"evaluate", "report"}), FLEET: frozenset[str]()}
-G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
-#: Components whose peak memory is reported, in this order.
-MEMORY_COMPONENTS = (*COMPONENTS, EMULATOR, "postgres")
-
-#: Nights of ``make soak``.
-WEEK = 7
-#: Emulated seconds the clock moves per step.
-STEP = 900
-#: Real seconds every unfinished task must have been deferred, unchanged, before the clock moves.
-SETTLE = 5.0
 #: Before a night's faults switch off, every kind has happened at least once: a missing kind is raised
 #: to this rate for at most FAULT_TOP_UP_SECONDS (the waiting triggers keep calling).
 FAULT_TOP_UP_RATE = 0.5
 FAULT_TOP_UP_SECONDS = 90.0
-SAMPLE_EVERY = 1.5
-#: Emulated job lifecycle: a job needs capacity at the end of Starting and trains JOB_RUNTIME seconds.
-PHASES = {"starting": 60, "downloading": 30, "uploading": 30, "stopping": 10}
-JOB_RUNTIME = 1800
-#: The fleet's pending budget on the capacity-timeout night: shorter than any job frees its instance.
-TIGHT_PENDING = 1800
-RELAXED_PENDING = 7200
-KINDS = ("plenty", "first-choice-scarce", "late-window", "capacity-timeout")
-CAPACITY_TIMEOUT_MARK = "CapacityTimeoutError"
 T = TypeVar("T")
-_LINEAGE = re.compile(r"^(?P<base>.+?)(?:-r(?P<submission>\d+))?$")
-
-
-@dataclass
-class NightPlan:
-    """What one night does: its capacity, its API faults and when, and whether a component is killed."""
-
-    index: int
-    kind: str
-    throttle_rate: float
-    error_rate: float
-    drop_rate: float
-    #: Faults switch on at this step (-1: as the runs are triggered) and off at ``faults_off_step``.
-    faults_on_step: int
-    faults_off_step: int
-    kill_triggerer_step: int | None = None
-    kill_scheduler_step: int | None = None
-    down_seconds: float = 3.0
-    first_choice_free: int = 0
-
-
-def plan_week(nights: int, fleet: int, seed: int) -> list[NightPlan]:
-    """The seeded plan: one capacity-timeout night, one triggerer kill and one scheduler kill."""
-    rng = random.Random(seed)
-    timeout_night = rng.randrange(nights)
-    kinds = [
-        rng.choice(("plenty", "first-choice-scarce", "first-choice-scarce", "late-window"))
-        for _ in range(nights)
-    ]
-    kinds[timeout_night] = "capacity-timeout"
-    if nights >= 3 and "first-choice-scarce" not in kinds:
-        kinds[(timeout_night + 1) % nights] = "first-choice-scarce"
-    triggerer_night, scheduler_night = rng.randrange(nights), rng.randrange(nights)
-    plans = []
-    for i in range(nights):
-        on = rng.randint(-1, 1)
-        plans.append(
-            NightPlan(
-                index=i + 1,
-                kind=kinds[i],
-                throttle_rate=round(rng.uniform(0.05, 0.3), 3),
-                error_rate=round(rng.uniform(0.01, 0.06), 3),
-                drop_rate=round(rng.uniform(0.02, 0.06), 3),
-                faults_on_step=on,
-                faults_off_step=on + rng.randint(1, 3),
-                kill_triggerer_step=rng.randint(0, 1) if i == triggerer_night else None,
-                kill_scheduler_step=rng.randint(0, 1) if i == scheduler_night else None,
-                down_seconds=round(rng.uniform(2.0, 8.0), 1),
-                first_choice_free=rng.randint(0, max(1, fleet // 4)),
-            )
-        )
-    return plans
-
-
-def night_scenario(plan: NightPlan, fleet: int) -> tuple[dict[str, Any], int]:
-    """The emulator scenario of a night and the fleet's ``max_pending`` for it.
-
-    The nightly example asks for G6×2, G5×4, P4D×2; the fleet for G6×1, G5×1. P4D always has 2 free, so
-    the example finds capacity every night; the fleet's capacity is what the night is about.
-    """
-    plenty = fleet + 8
-    capacity: dict[str, list[dict[str, Any]]]
-    pending = RELAXED_PENDING
-    if plan.kind == "plenty":
-        capacity = {G6: [{"from": 0, "free": plenty}], G5: [{"from": 0, "free": plenty}]}
-    elif plan.kind == "first-choice-scarce":
-        capacity = {G6: [{"from": 0, "free": plan.first_choice_free}], G5: [{"from": 0, "free": plenty}]}
-    elif plan.kind == "late-window":
-        # Nothing frees for the first 2 emulated hours, then everything does: every task waits.
-        opens = 1800
-        capacity = {
-            G6: [{"from": 0, "to": opens, "free": 0}, {"from": opens, "free": plenty}],
-            G5: [{"from": 0, "to": opens, "free": 0}, {"from": opens, "free": plenty}],
-        }
-    else:
-        # At most 60 % of the fleet fits on G5, fewer when the example's G5×4 gets there first (else the
-        # example falls back to P4D): the rest waits, and no job frees an instance before the pending
-        # deadline (Starting + Downloading + runtime > TIGHT_PENDING). Whatever the order of submission,
-        # at least 40 % of the fleet times out.
-        pending = TIGHT_PENDING
-        capacity = {G6: [{"from": 0, "free": 0}], G5: [{"from": 0, "free": math.ceil(0.6 * fleet)}]}
-    capacity[P4D] = [{"from": 0, "free": 2}]
-    scenario = {
-        "name": f"soak-night-{plan.index}-{plan.kind}",
-        "time_scale": 0,
-        "job_runtime_seconds": JOB_RUNTIME,
-        "phase_seconds": dict(PHASES),
-        "pending_timeout_outcome": "stopped",
-        "processing_when_no_capacity": "wait",
-        "capacity": capacity,
-    }
-    return scenario, pending
-
-
-# -- memory ------------------------------------------------------------------------------------------------
-
-
-class MemorySampler:
-    """Peak RSS (sum over a component's processes) of every component, sampled in a thread."""
-
-    def __init__(
-        self, af: LocalAirflow, every: float = SAMPLE_EVERY, components: Sequence[str] = MEMORY_COMPONENTS
-    ) -> None:
-        self.af = af
-        self.every = every
-        self.components = tuple(components)
-        self.peak: dict[str, int] = dict.fromkeys(self.components, 0)
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="soak-memory", daemon=True)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _postgres_pids(self) -> set[int]:
-        pg = self.af.postgres
-        if pg is None or pg.data is None:
-            return set()
-        pidfile = pg.data / "data" / "postmaster.pid"
-        with contextlib.suppress(OSError, ValueError):
-            import psutil
-
-            leader = int(pidfile.read_text().split()[0])
-            proc = psutil.Process(leader)
-            return {leader, *(child.pid for child in proc.children(recursive=True))}
-        return set()
-
-    def sample(self) -> dict[str, int]:
-        import psutil
-
-        leaders = {proc.pid: name for name, proc in list(self.af.supervisor.procs.items())}
-        postgres = self._postgres_pids()
-        totals: Counter[str] = Counter()
-        for proc in psutil.process_iter(["pid", "memory_info"]):
-            pid = int(proc.info["pid"])
-            mem = proc.info.get("memory_info")
-            if mem is None:
-                continue
-            if pid in postgres:
-                totals["postgres"] += mem.rss
-                continue
-            with contextlib.suppress(OSError):
-                name = leaders.get(os.getsid(pid))
-                if name is not None:
-                    totals[name] += mem.rss
-        for name, rss in totals.items():
-            self.peak[name] = max(self.peak.get(name, 0), rss)
-        self.samples += 1
-        return dict(totals)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):
-                self.sample()
-            self._stop.wait(self.every)
-
-    def peak_mib(self) -> dict[str, float]:
-        return {name: round(self.peak.get(name, 0) / 2**20, 1) for name in self.components}
 
 
 # -- one night ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class NightResult:
-    index: int
-    kind: str
-    runs: dict[str, str] = field(default_factory=dict)
-    task_states: dict[str, dict[str, int]] = field(default_factory=dict)
-    jobs_created: int = 0
-    create_calls: int = 0
-    fell_back: int = 0
-    duplicates: list[str] = field(default_factory=list)
-    unattended: list[str] = field(default_factory=list)
-    capacity_failures: list[str] = field(default_factory=list)
-    foreign_failures: list[str] = field(default_factory=list)
-    faults: dict[str, Any] = field(default_factory=dict)
-    kills: list[str] = field(default_factory=list)
-    steps: int = 0
-    emulated_hours: float = 0.0
-    seconds: float = 0.0
-    timed_out: bool = False
 
 
 def _log(message: str) -> None:
     print(f"[soak {datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
 
 
-def duplicates_of(jobs: Sequence[Mapping[str, Any]], owned: Callable[[str], bool]) -> list[str]:
-    """Jobs that are a second job of one task's lineage while the earlier had not failed or stopped.
+@dataclass
+class _NightState:
+    """What the night's loop carries from one step to the next."""
 
-    A lineage is a base job name; ``-rN`` marks the N-th submission of it (see operators/submission.py).
-    A job ``owned`` rejects (no task of the night owns its lineage) counts as a duplicate as well.
-    """
-    lineages: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
-    found = []
-    for job in jobs:
-        match = _LINEAGE.match(job["name"])
-        assert match is not None
-        base = match["base"]
-        if not owned(base):
-            found.append(f"{job['name']} (no task of the night owns it)")
-            continue
-        lineages.setdefault(base, []).append((int(match["submission"] or 1), job))
-    for members in lineages.values():
-        members.sort(key=lambda m: (m[1].get("created_at") or 0, m[0]))
-        for (_, earlier), (_, later) in itertools.pairwise(members):
-            ended_ok = earlier["status"] in ("Failed", "Stopped") and (
-                earlier.get("end_time") is not None
-                and later.get("created_at") is not None
-                and earlier["end_time"] <= later["created_at"]
-            )
-            if not ended_ok:
-                found.append(f"{later['name']} (while {earlier['name']} was {earlier['status']})")
-    return found
+    faults_on: bool
+    step: int = 0
+    timed_out: bool = False
+    dead_triggerers: set[Any] = field(default_factory=set)
+    killed: set[str] = field(default_factory=set)
 
 
 class Soak:
@@ -341,6 +187,7 @@ class Soak:
         self.base_date = datetime(2026, 10, 1, 2, 0, tzinfo=timezone.utc) + timedelta(minutes=seed % 1000)
 
     def run_night(self, plan: NightPlan) -> NightResult:
+        """Trigger the night's runs, step the clock each time the night is quiet, then count what happened."""
         af = self.af
         started = time.monotonic()
         result = NightResult(index=plan.index, kind=plan.kind)
@@ -466,6 +313,7 @@ class Soak:
         return frozenset(seen)
 
     def _faults(self, plan: NightPlan, *, on: bool) -> None:
+        """Switch the night's API faults on (at its planned rates) or off."""
         if on:
             self.af.sm.set_faults(
                 throttle_rate=plan.throttle_rate, error_rate=plan.error_rate, drop_rate=plan.drop_rate
@@ -476,16 +324,15 @@ class Soak:
 
     def _top_up_faults(self, plan: NightPlan) -> None:
         """Raise each fault kind the night has not injected yet until it has (low rates can miss one)."""
-        kinds = ("throttled", "errors", "dropped")
         until = time.monotonic() + FAULT_TOP_UP_SECONDS
         raised: set[str] = set()
         while time.monotonic() < until:
             counts = fault_counts(self.af.sm.stats())
-            missing = {kind for kind in kinds if counts[kind] == 0}
+            missing = {kind for kind in FAULT_KINDS if counts[kind] == 0}
             if not missing:
                 return
             if missing != raised:
-                raise_to = {kind: FAULT_TOP_UP_RATE if kind in missing else None for kind in kinds}
+                raise_to = {kind: FAULT_TOP_UP_RATE if kind in missing else None for kind in FAULT_KINDS}
                 self.af.sm.set_faults(
                     throttle_rate=raise_to["throttled"],
                     error_rate=raise_to["errors"],
@@ -522,6 +369,7 @@ class Soak:
         return before
 
     def _account(self, result: NightResult, run_ids: Mapping[str, str], prefix: str) -> None:
+        """Count the night into ``result`` before the next night's scenario resets the emulator's ledger."""
         af = self.af
         result.runs = {dag: patient(partial(af.dag_run, dag, rid))["state"] for dag, rid in run_ids.items()}
         tis = {dag: patient(partial(af.task_instances, dag, rid)) for dag, rid in run_ids.items()}
@@ -572,63 +420,6 @@ def patient(call: Callable[[], T], attempts: int = 5) -> T:
     return call()
 
 
-def fault_counts(stats: Mapping[str, Any]) -> dict[str, Any]:
-    throttled = sum(stats.get("throttled", {}).values())
-    errors = sum(stats.get("errors", {}).values())
-    dropped = sum(stats.get("dropped", {}).values())
-    calls = sum(stats.get("operations", {}).values())
-    return {
-        "throttled": throttled,
-        "errors": errors,
-        "dropped": dropped,
-        "calls": calls,
-        "summary": f"{throttled} throttled + {errors} 5xx + {dropped} dropped of {calls} calls",
-    }
-
-
-def owners_of(jobs: Sequence[Mapping[str, Any]], prefix: str) -> dict[str, tuple[str, str, int]]:
-    """Task of each job lineage: the fleet's are named ``<prefix>-NNN``, the others are the example's."""
-    owners: dict[str, tuple[str, str, int]] = {}
-    for job in jobs:
-        match = _LINEAGE.match(job["name"])
-        assert match is not None
-        base = match["base"]
-        index = base[len(prefix) + 1 :]
-        if base.startswith(prefix + "-") and index.isdigit():
-            owners[base] = (FLEET, "job", int(index))
-        elif not base.startswith("soak"):
-            owners[base] = (NIGHTLY, "train", -1)
-    return owners
-
-
-def unattended_of(
-    jobs: Sequence[Mapping[str, Any]],
-    owners: Mapping[str, tuple[str, str, int]],
-    ti_state: Mapping[tuple[str, str, int], str | None],
-) -> list[str]:
-    """Jobs still InProgress whose task is not running, deferred, queued or waiting for a retry."""
-    found = []
-    for job in jobs:
-        if job["status"] != "InProgress":
-            continue
-        match = _LINEAGE.match(job["name"])
-        assert match is not None
-        owner = owners.get(match["base"])
-        state = ti_state.get(owner) if owner is not None else None
-        if state not in ACTIVE_TI_STATES:
-            found.append(f"{job['name']} (task is {state})")
-    return found
-
-
-@dataclass
-class _NightState:
-    faults_on: bool
-    step: int = 0
-    timed_out: bool = False
-    dead_triggerers: set[Any] = field(default_factory=set)
-    killed: set[str] = field(default_factory=set)
-
-
 # -- the week ----------------------------------------------------------------------------------------------
 
 
@@ -660,178 +451,6 @@ def run_soak(
     data = report(af, plans, results, memory, fleet=fleet, seed=seed, seconds=time.monotonic() - started)
     data["step_seconds"] = step
     return data
-
-
-def report(
-    af: LocalAirflow,
-    plans: Sequence[NightPlan],
-    results: Sequence[NightResult],
-    memory: MemorySampler,
-    *,
-    fleet: int,
-    seed: int,
-    seconds: float,
-) -> dict[str, Any]:
-    from airflow import __version__ as airflow_version
-
-    runs = Counter(state for r in results for state in r.runs.values())
-    totals = {
-        "nights": len(results),
-        "dag_runs": sum(len(r.runs) for r in results),
-        "dag_run_states": dict(runs),
-        "jobs_created": sum(r.jobs_created for r in results),
-        "fell_back": sum(r.fell_back for r in results),
-        "capacity_failures": sum(len(r.capacity_failures) for r in results),
-        "duplicates": sum(len(r.duplicates) for r in results),
-        "unattended": sum(len(r.unattended) for r in results),
-        "foreign_failures": sum(len(r.foreign_failures) for r in results),
-        "throttled": sum(r.faults.get("throttled", 0) for r in results),
-        "errors": sum(r.faults.get("errors", 0) for r in results),
-        "dropped": sum(r.faults.get("dropped", 0) for r in results),
-        "calls": sum(r.faults.get("calls", 0) for r in results),
-        "kills": [f"night {r.index}: {k}" for r in results for k in r.kills],
-    }
-    return {
-        "seed": seed,
-        "fleet": fleet,
-        "nights_planned": len(plans),
-        "nights_run": len(results),
-        "seconds": round(seconds, 1),
-        "seconds_per_night": round(sum(r.seconds for r in results) / max(1, len(results)), 1),
-        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "airflow_version": airflow_version,
-        "metadata_db": "PostgreSQL" if af.database_backend == "postgres" else "SQLite",
-        "cpus": os.cpu_count(),
-        "memory_samples": memory.samples,
-        "peak_rss_mib": memory.peak_mib(),
-        "totals": totals,
-        "nights": [asdict(r) for r in results],
-        "plan": [asdict(p) for p in plans],
-        "ok": passed(totals) and len(results) > 0,
-    }
-
-
-def passed(totals: Mapping[str, Any]) -> bool:
-    return all(int(totals[key]) == 0 for key in ("duplicates", "unattended", "foreign_failures"))
-
-
-# -- the report --------------------------------------------------------------------------------------------
-
-
-def render_markdown(data: Mapping[str, Any], heading: str = "##") -> str:
-    """The soak report as markdown (a section of docs/reliability.md, and build/reliability/soak.md)."""
-    t = data["totals"]
-    runs = ", ".join(f"{n} {s}" for s, n in sorted(t["dag_run_states"].items())) or "none"
-    short = data["nights_run"] < data["nights_planned"]
-    lines = [
-        f"{heading} A week of nights under faults (soak)",
-        "",
-        f"`python -m harness.soak --nights {data['nights_planned']} --fleet {data['fleet']} "
-        f"--seed {data['seed']} --step {data.get('step_seconds', STEP)}` (`make soak` runs 7 nights of 50 with "
-        f"{STEP}-second steps): one deployment, each night the nightly example DAG and `e2e_fleet` with "
-        f"{data['fleet']} mapped training tasks, triggered through the REST API one logical day apart; the "
-        f"night is compressed by moving the offline SageMaker's clock ({data.get('step_seconds', STEP) // 60} emulated minutes per "
-        "step, once every unfinished task has been deferred for "
-        f"{SETTLE:.0f} s). Each night has its capacity shape (plenty, first choice scarce, a late window, "
-        "or capacity that never frees before the fleet's pending deadline) and throttling, HTTP 5xx and "
-        "dropped connections switched on and off at seeded random steps; one night kills the triggerer's "
-        "whole session with SIGKILL and one the scheduler's (task processes included), each restarted. "
-        f"Recorded {str(data['recorded_at'])[:10]} on Airflow {data['airflow_version']} with "
-        f"{data['metadata_db']}, {data['cpus']} CPUs shared with other work; wall time "
-        f"{data['seconds'] / 60:.1f} min, {data['seconds_per_night']:.0f} s per night.",
-        "",
-    ]
-    if short:
-        lines += [
-            f"**Only {data['nights_run']} of {data['nights_planned']} planned nights ran** (time budget).",
-            "",
-        ]
-    if data["nights_run"] < WEEK:
-        lines += [
-            f"**Shorter than a week:** this run covers {data['nights_run']} of the {WEEK} nights of "
-            f"`make soak`, with {data['fleet']} mapped tasks; at {data['seconds_per_night']:.0f} s per night "
-            f"on this machine, a week at this clock step takes about "
-            f"{WEEK * data['seconds_per_night'] / 60:.0f} min plus the start (smaller steps take longer: "
-            "every step the tasks resume and defer again).",
-            "",
-        ]
-    lines += [
-        "| | |",
-        "|---|---|",
-        f"| Nights | {data['nights_run']} |",
-        f"| DAG runs | {t['dag_runs']} ({runs}) |",
-        f"| SageMaker jobs created | {t['jobs_created']} ({t['fell_back']} on a fallback entry) |",
-        f"| Tasks failed by the injected capacity shortage (`CapacityTimeoutError` in their log) | "
-        f"{t['capacity_failures']} |",
-        f"| **Duplicate jobs** | **{t['duplicates']}** |",
-        f"| **Jobs left running after their task ended** | **{t['unattended']}** |",
-        f"| **Tasks failed for another reason** | **{t['foreign_failures']}** |",
-        f"| API faults injected | {t['throttled']} throttled + {t['errors']} 5xx + {t['dropped']} dropped "
-        f"of {t['calls']} SageMaker calls |",
-        f"| Process kills | {'; '.join(t['kills']) or 'none'} |",
-        "",
-        "Peak resident memory of each component: the sum of RSS over all processes of its session, sampled "
-        f"every {SAMPLE_EVERY:g} s ({data['memory_samples']} samples). The scheduler's includes its "
-        "LocalExecutor workers (one per parallelism slot) and the task processes they run, PostgreSQL's its "
-        "backends; pages shared between processes count once per process, so a sum overstates memory used:",
-        "",
-        "| Component | Peak RSS (MiB) |",
-        "|---|---|",
-    ]
-    lines += [f"| {name} | {mib:.0f} |" for name, mib in data["peak_rss_mib"].items()]
-    lines += [
-        "",
-        "| Night | Capacity | Runs | Jobs | Fell back | Capacity timeouts | Duplicates | Unattended | "
-        "Other failures | API faults | Kills | Wall time (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for n in data["nights"]:
-        lines.append(
-            f"| {n['index']} | {n['kind']} | {', '.join(f'{d}: {s}' for d, s in n['runs'].items())} | "
-            f"{n['jobs_created']} | {n['fell_back']} | {len(n['capacity_failures'])} | {len(n['duplicates'])} | "
-            f"{len(n['unattended'])} | {len(n['foreign_failures'])} | {n['faults'].get('summary', '')} | "
-            f"{'; '.join(n['kills']) or '-'} | {n['seconds']:.0f} |"
-        )
-    lines += [
-        "",
-        "*Duplicate*: the operators name a task's job deterministically and only submit a new one "
-        "(`-r2`, `-r3`...) after the previous job of the same task ended `Failed` or `Stopped` (or the "
-        "task was cleared, which the soak never does); a job created while an earlier job of the same "
-        "task had not ended that way, or a job no task of the night owns, is a duplicate. *Jobs left "
-        "running*: jobs still `InProgress` once their task is no longer running, deferred, queued or "
-        "waiting for a retry. *Another reason*: a failed task whose log does not show "
-        "`CapacityTimeoutError`. The kills come at a step of the night, when every unfinished task is "
-        "deferred: a kill of the scheduler's session while a task process runs would fail that task "
-        "(`e2e_fleet` has no retries), and a trigger firing right after its task deferred trips an "
-        "Airflow 3.3.2 scheduler race (apache/airflow#72716) this soak keeps out.",
-    ]
-    foreign = [f for n in data["nights"] for f in n["foreign_failures"]]
-    problems = [p for n in data["nights"] for p in (*n["duplicates"], *n["unattended"])]
-    if foreign or problems:
-        lines += ["", "Found:", ""] + [f"- {_md(p)}" for p in (*problems, *foreign)]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def write_report(data: Mapping[str, Any], json_path: Path = RUN_JSON, md_path: Path = RUN_MD) -> None:
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    md_path.write_text(render_markdown(data, heading="#"))
-
-
-def summary_line(data: Mapping[str, Any]) -> str:
-    t = data["totals"]
-    peaks = ", ".join(f"{k} {v:.0f}" for k, v in data["peak_rss_mib"].items())
-    return (
-        f"nights {data['nights_run']}/{data['nights_planned']}, runs {t['dag_runs']} {t['dag_run_states']}, "
-        f"jobs {t['jobs_created']}, capacity failures {t['capacity_failures']}, duplicates {t['duplicates']}, "
-        f"unattended {t['unattended']}, foreign failures {t['foreign_failures']}, "
-        f"faults {t['throttled']} throttled/{t['errors']} 5xx/{t['dropped']} dropped of {t['calls']}, "
-        f"kills {t['kills']}, peak RSS MiB: {peaks}, wall {data['seconds']:.0f}s"
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
