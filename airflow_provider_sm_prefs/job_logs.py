@@ -14,6 +14,7 @@ warning that says how to fix it. Nothing of the request (hyperparameters, enviro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -46,6 +47,7 @@ _NO_INSTANCE_ERRORS = frozenset(
 _LOG_ACTIONS = "logs:DescribeLogStreams and logs:GetLogEvents"
 
 
+@dataclass(eq=False)
 class JobLogPrinter:
     """Writes an ended job's log lines into the task log.
 
@@ -63,23 +65,16 @@ class JobLogPrinter:
     :param log: the task's logger.
     """
 
-    def __init__(
-        self,
-        job_kind: JobKind,
-        logs_hook: Callable[[], SageMakerJobLogsHook],
-        print_log: bool,
-        max_log_lines: int,
-        log: Any,
-    ) -> None:
-        self.job_kind = job_kind
-        self._make_logs_hook = logs_hook
-        self.print_log = print_log
-        self.max_log_lines = max_log_lines
-        self.log = log
+    job_kind: JobKind
+    logs_hook: Callable[[], SageMakerJobLogsHook]
+    print_log: bool
+    max_log_lines: int
+    log: Any
 
     @cached_property
-    def logs_hook(self) -> SageMakerJobLogsHook:
-        return self._make_logs_hook()
+    def _hook(self) -> SageMakerJobLogsHook:
+        """The CloudWatch Logs hook, made once, when logs are first read (never for a job without them)."""
+        return self.logs_hook()
 
     def outcome_with_logs(self, received: CapacityEvent) -> CapacityOutcome:
         """The event's outcome, or its domain exception with the job's last lines in the message.
@@ -100,7 +95,7 @@ class JobLogPrinter:
         """Write the job's last lines into the task log; returns them as written (empty on any error)."""
         group = self.job_kind.spec.log_group
         try:
-            logs = self.logs_hook.read_job_logs(self.job_kind, job_name, self.max_log_lines)
+            logs = self._hook.read_job_logs(self.job_kind, job_name, self.max_log_lines)
         except ClientError as err:
             self._warn_unreadable(job_name, group, err)
             return []
@@ -145,7 +140,7 @@ class JobLogPrinter:
         )
 
     def _logs_url(self, job_name: str) -> str:
-        hook = self.logs_hook
+        hook = self._hook
         try:
             return job_urls(
                 self.job_kind.value,
