@@ -3,12 +3,14 @@
 Airflow 3.3's scheduler fails a task resumed before it has processed the worker's exit from the
 deferral (apache/airflow#72716). The trigger yields nothing sooner than ``min_defer_seconds`` after
 ``deferred_at``; a longer wait is not delayed at all.
+
+The triggerer's wall clock and sleep are injected (:class:`TriggererClock`): nothing here sleeps, and
+what a test asserts is what the trigger decided (its holds) and when, on that clock, its event came.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +23,7 @@ from airflow_provider_sm_prefs.triggers.capacity import SageMakerCapacityTrigger
 from airflow_provider_sm_prefs.triggers.dwell import DEFAULT_MIN_DEFER_SECONDS, min_defer_seconds
 from offline_sagemaker.jobs import training_config
 from tests.clock import advancing_once_served
+from tests.triggers.conftest import TriggererChannel
 
 G6, G5 = "ml.g6.48xlarge", "ml.g5.48xlarge"
 PREFS = [{"instance_type": G6, "instance_count": 1}, {"instance_type": G5, "instance_count": 1}]
@@ -31,14 +34,59 @@ def submit(sm: Any, name: str) -> None:
     sm.boto3_client("sagemaker").create_training_job(**request)
 
 
-def timed_event(trigger: SageMakerCapacityTrigger) -> tuple[dict[str, Any], float]:
-    async def first() -> tuple[dict[str, Any], float]:
-        started = time.monotonic()
+#: The triggerer's wall clock when a test starts (any instant: nothing here reads the host's clock).
+START = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
+
+
+class TriggererClock:
+    """The wall clock and the sleep of :mod:`~airflow_provider_sm_prefs.triggers.dwell`, injected.
+
+    It stands still but when the hold sleeps: then it moves on by the very seconds asked, at once. So
+    :attr:`holds` is every hold the trigger decided, and :attr:`now` when the event comes says how long
+    after the deferral it came on the triggerer's clock, however long the job's looks took on this host.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.holds: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.holds.append(seconds)
+        self.now += timedelta(seconds=seconds)
+        await asyncio.sleep(0)  # a sleep yields to the loop, as the real one does
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        clock = self
+
+        class Datetime(datetime):
+            @classmethod
+            def now(cls, tz: Any = None) -> Any:
+                assert tz is timezone.utc, "the dwell reads the clock in UTC"
+                return clock.now
+
+        monkeypatch.setattr(dwell, "datetime", Datetime)
+        monkeypatch.setattr(dwell, "asyncio", SimpleNamespace(sleep=self.sleep))
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> TriggererClock:
+    """The triggerer's clock, standing at :data:`START` until the trigger holds its event."""
+    triggerer = TriggererClock(START)
+    triggerer.install(monkeypatch)
+    return triggerer
+
+
+def first_event(trigger: SageMakerCapacityTrigger) -> Any:
+    async def first() -> Any:
         async for event in trigger.run():
-            return dict(event.payload), time.monotonic() - started
+            return event
         raise AssertionError("no event")
 
     return asyncio.run(asyncio.wait_for(first(), 300))
+
+
+def event_of(trigger: SageMakerCapacityTrigger) -> dict[str, Any]:
+    return dict(first_event(trigger).payload)
 
 
 def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> SageMakerCapacityTrigger:
@@ -49,33 +97,6 @@ def trigger(name: str, deferred_at: datetime | None, hold: float | None) -> Sage
         deferred_at=deferred_at.isoformat() if deferred_at else None,
         min_defer_seconds=hold,
     )
-
-
-@pytest.fixture
-def holds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The holds the trigger sleeps before its event (each really slept): what it decided, whatever
-    the host's speed."""
-    asked: list[float] = []
-    sleep = asyncio.sleep
-
-    async def recording(seconds: float) -> None:
-        asked.append(seconds)
-        await sleep(seconds)
-
-    monkeypatch.setattr(dwell, "asyncio", SimpleNamespace(sleep=recording))
-    return asked
-
-
-def event_comes_after(monkeypatch: pytest.MonkeyPatch, deferred: datetime, seconds: float) -> None:
-    """The triggerer's wall clock, as the hold reads it, stands ``seconds`` after the deferral when the
-    event is ready, however long the job's first look took on this host."""
-
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return deferred + timedelta(seconds=seconds)
-
-    monkeypatch.setattr(dwell, "datetime", Clock)
 
 
 @pytest.fixture
@@ -92,51 +113,52 @@ def fast_job(sm: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_an_event_right_after_the_deferral_is_held_until_the_dwell_has_passed(
-    fast_job: str, holds: list[float], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fast_job: str, clock: TriggererClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    deferred = datetime.now(timezone.utc)
-    event_comes_after(monkeypatch, deferred, 12.0)
-    event, took = timed_event(trigger(fast_job, deferred, 15.0))
+    # The event is ready 12 s after the deferral, on the triggerer's clock.
+    deferred = START - timedelta(seconds=12)
+    event = event_of(trigger(fast_job, deferred, 15.0))
     assert event["status"] == "success" and event["outcome"]["selected_instance_type"] == G6
-    # Held for what was left of the dwell, and really slept before the event was yielded.
-    assert holds == [pytest.approx(3.0)] and took >= 3.0
+    # Held for what was left of the dwell, before the event was yielded: it comes 15 s after the deferral.
+    assert clock.holds == [3.0]
+    assert clock.now - deferred == timedelta(seconds=15)
     # The outcome is SageMaker's, unchanged by the hold: no pending time added.
     assert event["outcome"]["pending_seconds"] < 60
     out = capsys.readouterr().out
-    assert "Reporting fast in 3.0 s" in out and "min_defer_seconds=15.0" in out
+    assert "Reporting fast in 3.0 s: its task deferred 12.0 s ago" in out and "min_defer_seconds=15.0" in out
 
 
-def test_without_a_dwell_the_same_event_comes_at_once(fast_job: str, holds: list[float]) -> None:
-    event, _ = timed_event(trigger(fast_job, datetime.now(timezone.utc), 0))
+def test_without_a_dwell_the_same_event_comes_at_once(fast_job: str, clock: TriggererClock) -> None:
+    event = event_of(trigger(fast_job, START, 0))
     assert event["status"] == "success"
-    assert holds == []
+    assert clock.holds == [] and clock.now == START
 
 
-def test_a_wait_longer_than_the_dwell_is_not_delayed(fast_job: str, holds: list[float]) -> None:
+def test_a_wait_longer_than_the_dwell_is_not_delayed(fast_job: str, clock: TriggererClock) -> None:
     # Deferred a minute ago (a triggerer restart, or a job that waited): nothing left to hold.
-    event, _ = timed_event(trigger(fast_job, datetime.now(timezone.utc) - timedelta(minutes=1), 30.0))
+    event = event_of(trigger(fast_job, START - timedelta(minutes=1), 30.0))
     assert event["status"] == "success"
-    assert holds == []
+    assert clock.holds == [] and clock.now == START
 
 
 def test_a_deferral_stamped_in_the_future_holds_no_longer_than_the_dwell(
-    fast_job: str, holds: list[float]
+    fast_job: str, clock: TriggererClock
 ) -> None:
     # The worker's clock an hour ahead of the triggerer's: the hold is still bounded by the dwell.
-    event, took = timed_event(trigger(fast_job, datetime.now(timezone.utc) + timedelta(hours=1), 1.0))
+    event = event_of(trigger(fast_job, START + timedelta(hours=1), 1.0))
     assert event["status"] == "success"
-    assert holds == [1.0] and took >= 0.9
+    assert clock.holds == [1.0] and clock.now == START + timedelta(seconds=1)
 
 
 def test_a_trigger_serialized_without_a_deferral_time_holds_nothing(
-    fast_job: str, holds: list[float]
+    fast_job: str, clock: TriggererClock
 ) -> None:
     # Rows written by a release without the dwell carry neither kwarg.
     classpath, kwargs = trigger(fast_job, None, None).serialize()
     kwargs.pop("deferred_at"), kwargs.pop("min_defer_seconds")
-    event, _ = timed_event(SageMakerCapacityTrigger(**kwargs))
+    event = event_of(SageMakerCapacityTrigger(**kwargs))
     assert event["status"] == "success"
-    assert holds == []
+    assert clock.holds == [] and clock.now == START
 
 
 def test_the_deferral_kwargs_survive_serialization() -> None:
@@ -160,11 +182,16 @@ def test_the_default_comes_from_the_airflow_config(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.usefixtures("airflow_db")
 def test_a_deferring_operator_holds_a_fast_outcome_by_the_configured_dwell(
-    sm: Any, run_test_dag: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    sm: Any,
+    run_test_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    clock: TriggererClock,
 ) -> None:
     # dag.test() runs the trigger right after the deferral. The clock stands still until the trigger's
     # first look, so the task always finds the job Pending and defers, however slow the machine; then
-    # G6 is free 30 s (emulated) in, so the trigger fires within a poll.
+    # G6 is free 30 s (emulated) in, so the trigger fires within a poll. The task stamps its deferral and
+    # the trigger holds by the one injected clock, which moves only when the trigger holds.
     sm.load_scenario({"time_scale": 0, "job_runtime_seconds": 86400, "phase_seconds": {"starting": 30}})
     monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", "12")
     config = training_config("submitted", max_runtime_seconds=86400)
@@ -172,8 +199,10 @@ def test_a_deferring_operator_holds_a_fast_outcome_by_the_configured_dwell(
         states, xcom = run_test_dag("t_train_capacity", config=config, prefs=PREFS, max_pending=3600)
     assert states["job"] == "success" and xcom is not None
     assert xcom["selected_instance_type"] == G6 and xcom["pending_seconds"] < 60
+    # Deferred at START, ready at START on the clock: held for the whole configured dwell.
+    assert clock.holds == [12.0] and clock.now == START + timedelta(seconds=12)
     captured = capfd.readouterr()
-    assert "Reporting submitted in" in captured.out + captured.err
+    assert "Reporting submitted in 12.0 s: its task deferred 0.0 s ago" in captured.out + captured.err
     assert "min_defer_seconds=12.0" in captured.out + captured.err
 
 
@@ -186,6 +215,7 @@ def test_the_sensor_stamps_its_deferral(
     given: float | None,
     configured: str | None,
     expected: float | None,
+    clock: TriggererClock,
 ) -> None:
     from airflow_provider_sm_prefs.compat import TaskDeferred
     from airflow_provider_sm_prefs.sensors.capacity import SageMakerCapacitySensor
@@ -197,34 +227,27 @@ def test_the_sensor_stamps_its_deferral(
     else:
         monkeypatch.setenv("AIRFLOW__SM_PREFS__MIN_DEFER_SECONDS", configured)
     sensor = SageMakerCapacitySensor(task_id="watch", job_name="watched", min_defer_seconds=given)
-    before = datetime.now(timezone.utc)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})  # type: ignore[arg-type]
     _, kwargs = deferred.value.trigger.serialize()
     assert kwargs["min_defer_seconds"] == expected
-    assert before <= datetime.fromisoformat(kwargs["deferred_at"]) <= datetime.now(timezone.utc)
+    assert kwargs["deferred_at"] == "2026-12-01T02:00:00+00:00"  # the clock's START: stamped as it deferred
 
 
 def test_an_event_that_ends_the_task_in_the_triggerer_is_not_held(
-    fast_job: str, holds: list[float], monkeypatch: pytest.MonkeyPatch
+    fast_job: str, clock: TriggererClock, channel: TriggererChannel
 ) -> None:
     # The scheduler's race is with a task it finds scheduled, queued or running again: an ended one has none.
     from airflow.triggers.base import TaskSuccessEvent
 
     from airflow_provider_sm_prefs.triggers import finish
 
-    async def kept(ref: Any, xcoms: Any) -> float:  # no triggerer channel here
-        return 0.0
-
-    monkeypatch.setattr(finish, "store_xcoms", kept)
     plan = finish.FinishPlan(ti={"dag_id": "d", "task_id": "t", "run_id": "r"}).as_dict()
-    deferred = datetime.now(timezone.utc)
-    event_comes_after(monkeypatch, deferred, 1.0)
     ending = SageMakerCapacityTrigger(
         job_name=fast_job,
         preferences=PREFS,
         poll_interval=0.1,
-        deferred_at=deferred.isoformat(),
+        deferred_at=(START - timedelta(seconds=1)).isoformat(),
         min_defer_seconds=15.0,
         finish=plan,
     )
@@ -234,5 +257,11 @@ def test_an_event_that_ends_the_task_in_the_triggerer_is_not_held(
             return event
         raise AssertionError("no event")
 
-    assert isinstance(asyncio.run(asyncio.wait_for(first(), 300)), TaskSuccessEvent)
-    assert holds == []
+    assert isinstance(channel.run(first), TaskSuccessEvent)
+    assert clock.holds == [] and clock.now == START
+    # It ended the task: its XComs went to the triggerer's supervisor, for the task of the plan.
+    sets = channel.sets
+    assert {(msg.dag_id, msg.run_id, msg.task_id, msg.map_index) for msg in sets.values()} == {
+        ("d", "r", "t", -1)
+    }
+    assert (sets["selected_instance_type"].value, sets["job_name"].value) == (G6, "fast")

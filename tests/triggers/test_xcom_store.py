@@ -2,181 +2,130 @@
 and a triggerer process's first wait that will end its task warms the channel while it waits.
 
 The runner's side is Airflow's own: its ``TriggerCommsDecoder`` on a socket, installed as the Task SDK's
-``SUPERVISOR_COMMS`` as the triggerer installs it. The supervisor's side is a stand-in that reads the
-frames and answers each store (the real one needs a triggerer process and its execution API: the e2e
-suite stores through one and reads the values downstream). It answers nothing until every store has
-arrived or a generous deadline passed, so how many arrived before the first answer tells whether they
-were sent together.
+``SUPERVISOR_COMMS`` as the triggerer installs it; the supervisor's side is the stand-in of
+``tests/triggers/conftest.py``, which decodes each request as the supervisor does. It answers nothing until
+the stores the test expects have arrived (or a generous deadline passed), so how many arrived before the
+first answer tells whether they were sent together. Every expectation is a literal: the message a
+downstream task's read is served from, for the golden capacity record of ``tests/golden/records.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
+import json
 import threading
-import time
+from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from airflow_provider_sm_prefs.triggers import finish
+from tests.airflow_versions import AIRFLOW_V_3_3_PLUS
+from tests.triggers.conftest import TriggererChannel
 
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "records.json"
+#: The golden capacity record, as the previous release stored it and a downstream task reads it.
+RECORD: dict[str, Any] = json.loads(GOLDEN.read_text())["record"]
 REF = {"dag_id": "nightly", "task_id": "train", "run_id": "manual__1", "map_index": 3, "try_number": 1}
 XCOMS: dict[str, Any] = {
-    "chosen_instance_type": "ml.g6.48xlarge",
-    "chosen_instance_count": 2,
-    "chosen_rank": 1,
-    "seconds_waited": 312.5,
-    "sm_prefs_capacity_record": {"job_name": "nightly-1", "entries": [{"instance_type": "ml.g6.48xlarge"}]},
-    "return_value": {"instance_type": "ml.g6.48xlarge", "count": 2},
+    "selected_instance_type": "ml.g5.48xlarge",
+    "selected_instance_count": 4,
+    "preference_rank": 2,
+    "pending_seconds": 1227.0,
+    "capacity_outcome": RECORD,
+    "return_value": {"job_name": "golden-nightly", "selected_instance_type": "ml.g5.48xlarge"},
 }
-#: How long the stand-in supervisor waits for every store before it answers what it has (seconds).
-DEADLINE = 60.0
+#: What the supervisor receives for each store: (key, value, dag_id, run_id, task_id, map_index). The
+#: default backend's serialization leaves JSON values as they are; the execution API stores them so.
+EXPECTED = [
+    ("selected_instance_type", "ml.g5.48xlarge", "nightly", "manual__1", "train", 3),
+    ("selected_instance_count", 4, "nightly", "manual__1", "train", 3),
+    ("preference_rank", 2, "nightly", "manual__1", "train", 3),
+    ("pending_seconds", 1227.0, "nightly", "manual__1", "train", 3),
+    ("capacity_outcome", RECORD, "nightly", "manual__1", "train", 3),
+    (
+        "return_value",
+        {"job_name": "golden-nightly", "selected_instance_type": "ml.g5.48xlarge"},
+        "nightly",
+        "manual__1",
+        "train",
+        3,
+    ),
+]
 
 
-class Supervisor(threading.Thread):
-    """Reads length-prefixed request frames; answers them once ``hold_for`` have arrived (or at the deadline)."""
-
-    def __init__(self, sock: socket.socket, hold_for: int) -> None:
-        super().__init__(daemon=True)
-        self.sock, self.hold_for = sock, hold_for
-        self.bodies: list[dict[str, Any]] = []
-        self.before_first_answer = 0
-
-    @staticmethod
-    def answer(body: dict[str, Any]) -> dict[str, Any] | None:
-        """A store's answer is empty; a read finds nothing."""
-        if body["type"] == "GetXCom":
-            return {"type": "XComResult", "key": body["key"], "value": None}
-        return None
-
-    def _frame(self) -> list[Any] | None:
-        head = self._exactly(4)
-        return None if head is None else msgspec.msgpack.decode(self._exactly(int.from_bytes(head, "big")))
-
-    def _exactly(self, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
-    def run(self) -> None:
-        held: list[int] = []
-        deadline = time.monotonic() + DEADLINE
-        self.sock.settimeout(0.2)
-        while True:
-            try:
-                frame = self._frame()
-            except TimeoutError:
-                frame = []
-            if frame is None:
-                return
-            if frame:
-                held.append(frame[0])
-                self.bodies.append(frame[1])
-            if held and (len(self.bodies) >= self.hold_for or time.monotonic() > deadline):
-                self.before_first_answer = self.before_first_answer or len(self.bodies)
-                for request_id, body in zip(held, self.bodies[-len(held) :], strict=True):
-                    answer = msgspec.msgpack.encode([request_id, self.answer(body), None])
-                    self.sock.sendall(len(answer).to_bytes(4, "big") + answer)
-                held.clear()
+def sent(channel: TriggererChannel) -> list[tuple[Any, ...]]:
+    """The stores the supervisor received, in the order of ``EXPECTED``'s keys."""
+    sets = channel.sets
+    return [
+        (msg.key, msg.value, msg.dag_id, msg.run_id, msg.task_id, msg.map_index)
+        for msg in sorted(sets.values(), key=lambda msg: list(XCOMS).index(msg.key))
+    ]
 
 
-def on_a_channel(monkeypatch: pytest.MonkeyPatch, hold_for: int, work: Any) -> tuple[Supervisor, Any]:
-    """Run ``await work()`` with the Task SDK's channel on a socket to a stand-in supervisor."""
-    from airflow.jobs.triggerer_job_runner import TriggerCommsDecoder
-    from airflow.sdk.execution_time import task_runner
-
-    runner_side, supervisor_side = socket.socketpair()
-    supervisor = Supervisor(supervisor_side, hold_for)
-    supervisor.start()
-
-    async def main() -> Any:
-        reader, writer = await asyncio.open_connection(sock=runner_side)
-        comms = TriggerCommsDecoder(async_writer=writer, async_reader=reader, socket=runner_side)
-        if hasattr(comms, "start_reader"):  # Airflow 3.2+: the channel reads answers in its own task
-            await comms.start_reader()
-        monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
-        try:
-            return await work()
-        finally:
-            writer.close()
-
-    result = asyncio.run(main())
-    supervisor.join(timeout=DEADLINE)
-    return supervisor, result
-
-
-def store(monkeypatch: pytest.MonkeyPatch, hold_for: int) -> tuple[Supervisor, float]:
-    return on_a_channel(monkeypatch, hold_for, lambda: finish.store_xcoms(REF, XCOMS))
+def test_the_golden_record_is_the_one_the_expectations_name() -> None:
+    # The literal source itself: a golden file that changed would make the expectations say something else.
+    assert (RECORD["job_name"], RECORD["selected_instance_type"], RECORD["selected_instance_count"]) == (
+        "golden-nightly",
+        "ml.g5.48xlarge",
+        4,
+    )
+    assert (RECORD["preference_rank"], RECORD["pending_seconds"], RECORD["version"]) == (2, 1227.0, 1)
 
 
 def test_every_store_is_sent_before_the_first_answer_where_the_task_sdk_stores_asynchronously(
-    monkeypatch: pytest.MonkeyPatch,
+    channel: TriggererChannel,
 ) -> None:
-    together = finish._sent_together() is not None
-    supervisor, _ = store(monkeypatch, hold_for=len(XCOMS) if together else 1)
-
     # Airflow 3.3 (XCom.aset): all six in flight at once; before, one after the other in a thread.
-    assert supervisor.before_first_answer == (len(XCOMS) if together else 1)
-    from airflow.sdk.execution_time.xcom import XCom
+    together = 6 if AIRFLOW_V_3_3_PLUS else 1
+    took = channel.run(lambda: finish.store_xcoms(REF, XCOMS), hold_for=together)
 
-    sent = {body["key"]: body for body in supervisor.bodies}
-    assert set(sent) == set(XCOMS)
-    for key, value in XCOMS.items():
-        body = sent[key]
-        assert body["type"] == "SetXCom"
-        assert (body["dag_id"], body["task_id"], body["run_id"], body["map_index"]) == (
-            "nightly",
-            "train",
-            "manual__1",
-            3,
-        )
-        # What XCom.set sends: the configured backend's serialization of the value.
-        expected = XCom.serialize_value(value, key=key, task_id="train", dag_id="nightly", run_id="manual__1")
-        assert body["value"] == expected
+    assert channel.supervisor is not None
+    assert channel.supervisor.before_first_answer == together
+    assert [type(msg).__name__ for msg in channel.supervisor.messages] == ["SetXCom"] * 6
+    assert sent(channel) == EXPECTED
+    assert took >= 0.0
 
 
 def test_the_stores_are_sent_together_on_airflow_3_3_with_the_default_backend() -> None:
-    from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
-
     assert (finish._sent_together() is not None) is AIRFLOW_V_3_3_PLUS
 
 
 def test_a_backend_that_serializes_its_own_way_stores_one_by_one_off_the_event_loop(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, channel: TriggererChannel
 ) -> None:
     """An object-store backend may upload in ``serialize_value``: that must not run on the event loop."""
     from airflow.sdk.bases.xcom import BaseXCom
     from airflow.sdk.execution_time import xcom
 
     loop_threads: set[int] = set()
-    seen: list[int] = []
+    seen: list[tuple[str | None, int]] = []
 
     class ObjectStoreXCom(BaseXCom):
         @staticmethod
         def serialize_value(value: Any, **kwargs: Any) -> Any:
-            seen.append(threading.get_ident())
+            seen.append((kwargs.get("key"), threading.get_ident()))
             return BaseXCom.serialize_value(value, **kwargs)
 
     monkeypatch.setattr(xcom, "XCom", ObjectStoreXCom)
     assert finish._sent_together() is None
 
-    original = finish.store_xcoms
-
-    async def on_the_loop(ref: Any, xcoms: Any) -> float:
+    async def on_the_loop() -> float:
         loop_threads.add(threading.get_ident())
-        return await original(ref, xcoms)
+        return await finish.store_xcoms(REF, XCOMS)
 
-    monkeypatch.setattr(finish, "store_xcoms", on_the_loop)
-    supervisor, _ = store(monkeypatch, hold_for=1)
-    assert supervisor.before_first_answer == 1
-    assert len(seen) == len(XCOMS)
-    assert not set(seen) & loop_threads
+    channel.run(on_the_loop, hold_for=1)
+    assert channel.supervisor is not None and channel.supervisor.before_first_answer == 1
+    assert [key for key, _ in seen] == [
+        "selected_instance_type",
+        "selected_instance_count",
+        "preference_rank",
+        "pending_seconds",
+        "capacity_outcome",
+        "return_value",
+    ]
+    assert not {thread for _, thread in seen} & loop_threads
+    assert sent(channel) == EXPECTED
 
 
 class Log:
@@ -190,10 +139,9 @@ class Log:
 
 
 def test_the_first_wait_of_a_triggerer_process_reads_through_the_channel_once_while_it_waits(
-    monkeypatch: pytest.MonkeyPatch,
+    channel: TriggererChannel,
 ) -> None:
     """Airflow builds the supervisor's execution API on its first call; a read while waiting pays for it."""
-    monkeypatch.setattr(finish, "_warmed_in", None)
     plan = finish.FinishPlan(ti=REF)
     log = Log()
 
@@ -202,10 +150,12 @@ def test_the_first_wait_of_a_triggerer_process_reads_through_the_channel_once_wh
         finish.warm_up(plan, log)  # a second wait in the same process: nothing more
         await asyncio.gather(*finish._warming)
 
-    supervisor, _ = on_a_channel(monkeypatch, hold_for=1, work=two_waits_start)
-    assert [(b["type"], b["key"], b["task_id"], b["map_index"]) for b in supervisor.bodies] == [
-        ("GetXCom", "capacity_outcome", "train", 3)
-    ]
+    channel.run(two_waits_start)
+    assert channel.supervisor is not None
+    assert [
+        (type(msg).__name__, msg.key, msg.dag_id, msg.run_id, msg.task_id, msg.map_index)
+        for msg in channel.supervisor.messages
+    ] == [("GetXCom", "capacity_outcome", "nightly", "manual__1", "train", 3)]
     assert len(log.lines) == 1 and "first read in" in log.lines[0]
 
 
