@@ -12,8 +12,7 @@ runs is its :class:`~.task_try.TaskTry`; what survives the try is its
 :class:`~airflow_provider_sm_prefs.domain.job_state.JobState`. What happens when the DAG is parsed lives
 in :mod:`~.arguments` and :mod:`~.parse_time`.
 
-The module runs over 500 lines on purpose: the whole run-time flow of a try stays in one place, readable
-top to bottom.
+What a try does when its wait ends (the resume methods) reads on in :mod:`~.resume`.
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
+from airflow_provider_sm_prefs.completion import WaitCompletion
 from airflow_provider_sm_prefs.domain import exceptions as errors
-from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
 from airflow_provider_sm_prefs.domain.exceptions import NotOursError
 from airflow_provider_sm_prefs.domain.identity import OwnerClaim
 from airflow_provider_sm_prefs.domain.kinds import JobKind
@@ -56,10 +55,11 @@ from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArgu
 from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
 from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
 from airflow_provider_sm_prefs.operators.openlineage import OperatorLineageMethods
+from airflow_provider_sm_prefs.operators.resume import ResumeMethods
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
 from airflow_provider_sm_prefs.operators.task_try import TaskTry
 from airflow_provider_sm_prefs.operators.waiting import CapacityWait, TriggerSettings, Wait
-from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, KeepJob, NextStage
+from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 
@@ -67,7 +67,7 @@ from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 Resume = Callable[..., "dict[str, Any] | None"]
 
 
-class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperatorArguments):
+class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, PreferenceOperatorArguments):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -147,6 +147,10 @@ class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperator
             self.log,
         )
 
+    def completion(self) -> WaitCompletion:
+        """Ends this try's waits: the outcome with the job's logs, guardrails and stages, pushed."""
+        return WaitCompletion(self.recorder, self.job_logs, self._guardrails, self.log)
+
     @cached_property
     def capacity_wait(self) -> CapacityWait:
         """Builds this task's capacity triggers and waits with them (rendered arguments)."""
@@ -200,22 +204,6 @@ class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperator
             return int(pending) if pending is not None else None
         except (TypeError, ValueError):
             return None
-
-    def _preferences_of_resume(self, given: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-        """The list the job was submitted with: the deferral's own, else (``dag.test()`` resumes with the
-        event alone) the rendered arguments' list, which ``execute`` checked and submitted."""
-        if given is not None:
-            return list(given)
-        try:
-            _, prefs = build_request(
-                self.job_kind,
-                self._rendered_config(),
-                self.instance_preferences,
-                to_seconds(self.max_pending),
-            )
-        except errors.InvalidInstancePreferencesError:
-            return []
-        return prefs.as_list()
 
     def _rendered_config(self) -> Any:
         """The rendered config (a string of JSON is read); anything but a dict is reported by build_request."""
@@ -414,140 +402,6 @@ class SageMakerPreferenceBaseOperator(OperatorLineageMethods, PreferenceOperator
             guardrails=self._guardrails,
             identity_tags=self._progress.identity_tags,
         )
-
-    # -- after the wait --------------------------------------------------------------------------------
-    def execute_complete(
-        self,
-        context: Context,
-        event: dict[str, Any] | None = None,
-        preferences: list[dict[str, Any]] | None = None,
-        deadline: float | None = None,
-        guardrails: dict[str, Any] | None = None,
-        deferred_by_try: int | None = None,
-    ) -> dict[str, Any] | None:
-        """Resume after capacity: push the outcome; then wait for completion if asked.
-
-        ``deadline`` bounded the capacity wait, which is over when this runs: it is accepted because every
-        deferral (of this release and earlier ones) passes it, and not used.
-        """
-        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
-        if run is None:
-            return self.execute(context)
-        progress, windows = self._progress, self._windows
-        assert windows is not None
-        with self.recorder.failures(context, progress):
-            if windows.state is None:
-                stages = windows.load()
-                progress.stages = list(stages.history) if stages else None
-            if event is None:
-                return self._wait_again(run, WaitFor.CAPACITY, deadline)
-            received = CapacityEvent.from_payload(event, progress.job_name or "?")
-            if windows.ends_stage(received):
-                progress.job_name = received.job_name
-                return self._close_window(run)
-            return self._resume_capacity(run, event)
-
-    def execute_job_complete(
-        self,
-        context: Context,
-        event: dict[str, Any] | None = None,
-        preferences: list[dict[str, Any]] | None = None,
-        deadline: float | None = None,
-        guardrails: dict[str, Any] | None = None,
-        deferred_by_try: int | None = None,
-    ) -> dict[str, Any] | None:
-        """Resume after the job ended.
-
-        ``deadline`` is None for this wait (a job's run has no client-side bound); it is accepted because
-        every deferral (of this release and earlier ones) passes it.
-        """
-        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
-        if run is None:
-            return self.execute(context)
-        progress, windows = self._progress, self._windows
-        assert windows is not None
-        with self.recorder.failures(context, progress):
-            if windows.state is None:
-                windows.load()
-            if event is None:
-                return self._wait_again(run, WaitFor.COMPLETION, None)
-            outcome = self.job_logs.outcome_with_logs(
-                CapacityEvent.from_payload(event, progress.job_name or "?")
-            )
-            outcome = windows.with_stages(with_guardrails(outcome, self._guardrails))
-            self.log.info("Job finished: %s", outcome.summary())
-            return self.recorder.push(context, outcome, progress, selection=False)
-
-    def _resume_try(
-        self,
-        context: Context,
-        preferences: list[dict[str, Any]] | None,
-        guardrails: dict[str, Any] | None,
-        deferred_by_try: int | None,
-    ) -> TaskTry | None:
-        """What both resume methods do first: this try, with the list and guardrails the job was submitted
-        with; None when the event is another try's and this try must run from the beginning.
-
-        ``dag.test()`` resumes with the event alone: the list is then the rendered arguments', the
-        guardrail report the job state's.
-        """
-        run, _ = self._begin_try(context)
-        if run.resumed_by_another_try(deferred_by_try):
-            return None
-        self._progress.preferences = self._preferences_of_resume(preferences)
-        self._guardrails = self._guardrails or guardrails or run.recorded_guardrails()
-        self._progress.identity_tags = self._progress.identity_tags or run.recorded_identity_tags()
-        return run
-
-    def _wait_again(self, run: TaskTry, wait_for: WaitFor, deadline: float | None) -> dict[str, Any] | None:
-        """The wait ended without an event (a runner of triggers in the task's process, ``dag.test()``,
-        resumes with the deferral's arguments alone): nothing is known about the job, so it is neither an
-        error nor a closed window. Look at the recorded job again and wait on (a stage's window still counts
-        from its job's CreationTime), or resume at once when the look shows the wait over."""
-        state = run.store.load()
-        if state is None:
-            raise errors.JobFailedError(
-                self._progress.job_name or "?",
-                None,
-                "the wait ended without an event and the task's job state records no job to look at",
-            )
-        stages = self._windows.state if self._windows is not None else None
-        listed = stages.submitted if stages is not None else None
-        prefs = listed or InstancePreferenceList.from_response(self._progress.preferences, self.job_kind)
-        self._progress.job_name = state.job_name
-        self.log.warning(
-            "The wait for %s ended without an event (a trigger run in the task's process stopped early): "
-            "looking at the job again and waiting on",
-            state.job_name,
-        )
-        return self._wait(run, wait_for, prefs, deadline)
-
-    def _close_window(self, run: TaskTry) -> dict[str, Any] | None:
-        """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""
-        assert self._windows is not None and self._progress.job_name is not None
-        match self._windows.close_window(self._progress.job_name):
-            case KeepJob(event):
-                return self._resume_capacity(run, event)
-            case NextStage(job_name, limits):
-                return self._start_stage(run, job_name, limits)
-
-    def _resume_capacity(self, run: TaskTry, event: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The end of the capacity wait: push the outcome; then wait for completion if asked."""
-        assert self._windows is not None
-        progress, stages = self._progress, self._windows.state
-        preferences = stages.submitted.as_list() if stages else progress.preferences
-        received = CapacityEvent.from_payload(event, progress.job_name or "?")
-        if stages is not None and received.status is not EventStatus.SUCCESS:
-            progress.stages = [*stages.history, self._windows.failed_stage(received)]
-        outcome = self.job_logs.outcome_with_logs(received)
-        progress.job_name = outcome.job_name
-        outcome = self._windows.with_stages(with_guardrails(outcome, self._guardrails, self.log))
-        self.log.info("Capacity acquired: %s", outcome.summary())
-        result = self.recorder.push(run.context, outcome, progress)
-        if self.wait_for_completion and not received.job_ended:
-            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
-            return self._wait(run, WaitFor.COMPLETION, prefs, None)
-        return result
 
     def on_kill(self) -> None:
         """The task process was told to stop: stop the SageMaker job with it, unless the task goes on.

@@ -14,10 +14,10 @@ from warnings import warn
 from airflow.sdk import Context, PokeReturnValue
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
+from airflow_provider_sm_prefs.completion import WaitCompletion
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, deadline_passed, event_from_describe
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.preferences import to_seconds
 from airflow_provider_sm_prefs.domain.status import JobSnapshot, WaitFor, is_done
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings, SageMakerPreferenceHook, service_now
@@ -156,10 +156,8 @@ class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
             )
         job = JobSnapshot.of(kind, describe, service_now(describe))
         if is_done(job.phase, self.wait_for):
-            outcome = event_from_describe(
-                kind, self.wait_for, describe, job.phase, now=job.now
-            ).outcome_or_raise()
-            return PokeReturnValue(is_done=True, xcom_value=self._push(context, outcome))
+            received = event_from_describe(kind, self.wait_for, describe, job.phase, now=job.now)
+            return PokeReturnValue(is_done=True, xcom_value=self._complete(context, received))
         passed = deadline_passed(
             job, self.wait_for, self.job_name, self.max_pending_seconds, self.stop_job_on_deadline
         )
@@ -180,12 +178,12 @@ class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
             return self.execute(context)
         self._progress.job_name = self.job_name
         with self.recorder.failures(context, self._progress):
-            outcome = CapacityEvent.from_payload(event, self.job_name).outcome_or_raise()
-            return self._push(context, outcome)
+            return self._complete(context, CapacityEvent.from_payload(event, self.job_name))
 
-    def _push(self, context: Context, outcome: CapacityOutcome) -> dict[str, Any]:
-        self.log.info("Capacity outcome: %s", outcome.summary())
-        return self.recorder.push(context, outcome, self._progress)
+    def _complete(self, context: Context, received: CapacityEvent) -> dict[str, Any]:
+        """The wait's end, as every task of the provider ends one (no job logs, no guardrails here)."""
+        completion = WaitCompletion(self.recorder, None, None, self.log)
+        return completion.complete(context, received, self._progress, selection=True).value
 
 
 _JOB_TYPE_DEPRECATED = "SageMakerCapacitySensor: job_type is deprecated; use job_kind"

@@ -45,7 +45,6 @@ from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEven
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.record import TaskInstanceRef
-from airflow_provider_sm_prefs.domain.status import WaitFor
 
 __all__ = ["FinishPlan", "end_task", "warm_up"]
 
@@ -163,8 +162,8 @@ def _end_task(
     logs_hook: Any,
     log: Any,
 ) -> _Ending:
-    # Imported here: the operators' collaborators are not needed by a trigger that only waits.
-    from airflow_provider_sm_prefs.guardrail_check import with_guardrails
+    # Imported here: the completion's collaborators are not needed by a trigger that only waits.
+    from airflow_provider_sm_prefs.completion import WaitCompletion
     from airflow_provider_sm_prefs.job_logs import JobLogPrinter
     from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 
@@ -176,14 +175,15 @@ def _end_task(
         identity_tags=plan.identity_tags,
     )
     recorder = CapacityRecorder(lambda: kind.value, lambda: plan.region, log)
-    printer = JobLogPrinter(kind, logs_hook, plan.print_log, plan.max_log_lines, log)
+    completion = WaitCompletion(
+        recorder,
+        JobLogPrinter(kind, logs_hook, plan.print_log, plan.max_log_lines, log),
+        plan.guardrails,
+        log,
+    )
     try:
         with recorder.failures(context, progress):
-            outcome = printer.outcome_with_logs(received)
-            outcome = with_guardrails(outcome, plan.guardrails, log if plan.selection else None)
-            ended = received.wait_for == WaitFor.COMPLETION.value
-            log.info("%s: %s", "Job finished" if ended else "Capacity acquired", outcome.summary())
-            result = recorder.push(context, outcome, progress, selection=plan.selection)
+            result = completion.complete(context, received, progress, selection=plan.selection).value
     except Exception as err:
         # What the worker's log says when execute_complete raises it; no traceback: it is the job's.
         log.error("Task failed with exception: %s: %s", type(err).__name__, err)

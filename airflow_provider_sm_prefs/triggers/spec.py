@@ -96,6 +96,15 @@ class SpecTrigger(BaseTrigger, Generic[S]):
         super().__init__()  # type: ignore[no-untyped-call]
         self.spec = self.spec_type.from_kwargs(args, kwargs, type(self).__name__)  # type: ignore[assignment]
 
+    def __getattr__(self, name: str) -> Any:
+        # Read-only access to the spec under the names earlier releases' triggers had as attributes
+        # (``trigger.job_name``, ``trigger.kind``): called only when nothing else has the name.
+        if name != "spec" and "spec" in self.__dict__ and not name.startswith("_"):
+            spec = self.__dict__["spec"]
+            if hasattr(spec, name):
+                return getattr(spec, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __setattr__(self, name: str, value: Any) -> None:
         # An argument set on the trigger would be neither used nor serialized: it lives in the spec.
         if name in {spec_field.name for spec_field in fields(self.spec_type)}:

@@ -393,7 +393,7 @@ class EndsOnceWithoutEventTrigger(SageMakerCapacityTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         ended = type(self).ENDED
         if ended is not None and not ended.exists():
-            ended.write_text(self.job_name)
+            ended.write_text(self.spec.job_name)
             async with await self.hook.get_async_conn() as client:
                 describe = await SageMakerPreferenceHook.describe_job_async(client, self.kind, self.job_name)
             type(self).LOOKED.append(str((describe or {}).get("SecondaryStatus")))

@@ -104,3 +104,10 @@ def test_setting_an_argument_on_the_trigger_is_refused_not_ignored() -> None:
     trigger = SageMakerCapacityTrigger(job_name="j")
     with pytest.raises(AttributeError, match="poll_interval is an argument of its spec"):
         trigger.poll_interval = 30.0  # type: ignore[attr-defined]
+
+
+def test_the_arguments_read_as_attributes_as_before() -> None:
+    trigger = SageMakerCapacityTrigger(job_name="j", job_kind="processing", poll_interval=5)
+    assert (trigger.job_name, trigger.poll_interval, trigger.kind.value) == ("j", 5.0, "processing")
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        trigger.no_such_thing  # noqa: B018

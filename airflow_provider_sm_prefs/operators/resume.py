@@ -1,0 +1,206 @@
+"""The operators' resume: what a try does when its wait ends (``execute_complete``, ``execute_job_complete``).
+
+The second half of a try's flow, read top to bottom after
+:class:`~airflow_provider_sm_prefs.operators.sagemaker.SageMakerPreferenceBaseOperator`'s first: the event
+(or its absence under ``dag.test()``) is either a closed acceptance window (the next stage starts), or the
+end of the wait, which :class:`~airflow_provider_sm_prefs.completion.WaitCompletion` turns into the task's
+outcome; then the wait for the job's end, if asked. The method names are what serialized deferrals name:
+they never change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import Context
+
+from airflow_provider_sm_prefs.domain import exceptions as errors
+from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request, to_seconds
+from airflow_provider_sm_prefs.domain.status import WaitFor
+from airflow_provider_sm_prefs.domain.windows import StageLimits
+from airflow_provider_sm_prefs.operators.task_try import TaskTry
+from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, KeepJob, NextStage
+from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
+
+if TYPE_CHECKING:
+    from airflow_provider_sm_prefs.completion import WaitCompletion
+
+__all__ = ["ResumeMethods"]
+
+
+class ResumeMethods:
+    """The resume methods of the preference operators (a mixin of
+    :class:`~airflow_provider_sm_prefs.operators.sagemaker.SageMakerPreferenceBaseOperator`, whose
+    attributes and first-half methods it uses)."""
+
+    job_kind: ClassVar[JobKind]
+    wait_for_completion: bool
+    instance_preferences: Any
+    max_pending: Any
+    _progress: TryProgress
+    _guardrails: dict[str, Any] | None
+    _windows: AcceptanceWindows | None
+
+    if TYPE_CHECKING:
+        log: Any
+
+        @property
+        def recorder(self) -> CapacityRecorder: ...
+
+        def execute(self, context: Context) -> dict[str, Any] | None: ...
+        def completion(self) -> WaitCompletion: ...
+        def _begin_try(self, context: Context) -> tuple[TaskTry, AcceptanceWindows]: ...
+        def _rendered_config(self) -> Any: ...
+        def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None: ...
+        def _wait(
+            self, run: TaskTry, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
+        ) -> dict[str, Any] | None: ...
+
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        preferences: list[dict[str, Any]] | None = None,
+        deadline: float | None = None,
+        guardrails: dict[str, Any] | None = None,
+        deferred_by_try: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Resume after capacity: push the outcome; then wait for completion if asked.
+
+        ``deadline`` bounded the capacity wait, which is over when this runs: it is accepted because every
+        deferral (of this release and earlier ones) passes it, and not used.
+        """
+        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
+        if run is None:
+            return self.execute(context)
+        progress, windows = self._progress, self._windows
+        assert windows is not None
+        with self.recorder.failures(context, progress):
+            if windows.state is None:
+                stages = windows.load()
+                progress.stages = list(stages.history) if stages else None
+            if event is None:
+                return self._wait_again(run, WaitFor.CAPACITY, deadline)
+            received = CapacityEvent.from_payload(event, progress.job_name or "?")
+            if windows.ends_stage(received):
+                progress.job_name = received.job_name
+                return self._close_window(run)
+            return self._resume_capacity(run, event)
+
+    def execute_job_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        preferences: list[dict[str, Any]] | None = None,
+        deadline: float | None = None,
+        guardrails: dict[str, Any] | None = None,
+        deferred_by_try: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Resume after the job ended.
+
+        ``deadline`` is None for this wait (a job's run has no client-side bound); it is accepted because
+        every deferral (of this release and earlier ones) passes it.
+        """
+        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
+        if run is None:
+            return self.execute(context)
+        progress, windows = self._progress, self._windows
+        assert windows is not None
+        with self.recorder.failures(context, progress):
+            if windows.state is None:
+                windows.load()
+            if event is None:
+                return self._wait_again(run, WaitFor.COMPLETION, None)
+            received = CapacityEvent.from_payload(event, progress.job_name or "?")
+            return (
+                self.completion()
+                .complete(context, received, progress, selection=False, stages=windows.with_stages)
+                .value
+            )
+
+    def _resume_try(
+        self,
+        context: Context,
+        preferences: list[dict[str, Any]] | None,
+        guardrails: dict[str, Any] | None,
+        deferred_by_try: int | None,
+    ) -> TaskTry | None:
+        """What both resume methods do first: this try, with the list and guardrails the job was submitted
+        with; None when the event is another try's and this try must run from the beginning.
+
+        ``dag.test()`` resumes with the event alone: the list is then the rendered arguments', the
+        guardrail report the job state's.
+        """
+        run, _ = self._begin_try(context)
+        if run.resumed_by_another_try(deferred_by_try):
+            return None
+        self._progress.preferences = self._preferences_of_resume(preferences)
+        self._guardrails = self._guardrails or guardrails or run.recorded_guardrails()
+        self._progress.identity_tags = self._progress.identity_tags or run.recorded_identity_tags()
+        return run
+
+    def _wait_again(self, run: TaskTry, wait_for: WaitFor, deadline: float | None) -> dict[str, Any] | None:
+        """The wait ended without an event (a runner of triggers in the task's process, ``dag.test()``,
+        resumes with the deferral's arguments alone): nothing is known about the job, so it is neither an
+        error nor a closed window. Look at the recorded job again and wait on (a stage's window still counts
+        from its job's CreationTime), or resume at once when the look shows the wait over."""
+        state = run.store.load()
+        if state is None:
+            raise errors.JobFailedError(
+                self._progress.job_name or "?",
+                None,
+                "the wait ended without an event and the task's job state records no job to look at",
+            )
+        stages = self._windows.state if self._windows is not None else None
+        listed = stages.submitted if stages is not None else None
+        prefs = listed or InstancePreferenceList.from_response(self._progress.preferences, self.job_kind)
+        self._progress.job_name = state.job_name
+        self.log.warning(
+            "The wait for %s ended without an event (a trigger run in the task's process stopped early): "
+            "looking at the job again and waiting on",
+            state.job_name,
+        )
+        return self._wait(run, wait_for, prefs, deadline)
+
+    def _close_window(self, run: TaskTry) -> dict[str, Any] | None:
+        """The current stage's window closed: keep a job that got capacity, else go on to the next stage."""
+        assert self._windows is not None and self._progress.job_name is not None
+        match self._windows.close_window(self._progress.job_name):
+            case KeepJob(event):
+                return self._resume_capacity(run, event)
+            case NextStage(job_name, limits):
+                return self._start_stage(run, job_name, limits)
+
+    def _resume_capacity(self, run: TaskTry, event: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The end of the capacity wait: push the outcome; then wait for completion if asked."""
+        assert self._windows is not None
+        progress, stages = self._progress, self._windows.state
+        preferences = stages.submitted.as_list() if stages else progress.preferences
+        received = CapacityEvent.from_payload(event, progress.job_name or "?")
+        if stages is not None and received.status is not EventStatus.SUCCESS:
+            progress.stages = [*stages.history, self._windows.failed_stage(received)]
+        outcome, result = self.completion().complete(
+            run.context, received, progress, selection=True, stages=self._windows.with_stages
+        )
+        if self.wait_for_completion and not received.job_ended:
+            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
+            return self._wait(run, WaitFor.COMPLETION, prefs, None)
+        return result
+
+    def _preferences_of_resume(self, given: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """The list the job was submitted with: the deferral's own, else (``dag.test()`` resumes with the
+        event alone) the rendered arguments' list, which ``execute`` checked and submitted."""
+        if given is not None:
+            return list(given)
+        try:
+            _, prefs = build_request(
+                self.job_kind,
+                self._rendered_config(),
+                self.instance_preferences,
+                to_seconds(self.max_pending),
+            )
+        except errors.InvalidInstancePreferencesError:
+            return []
+        return prefs.as_list()
