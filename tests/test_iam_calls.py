@@ -18,6 +18,8 @@ from pathlib import Path
 import botocore.session
 from botocore import xform_name
 
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "airflow_provider_sm_prefs"
 POLICIES = [ROOT / "docs" / "iam-policy.json", ROOT / "docs" / "iam-reconciler-policy.json"]
@@ -53,6 +55,9 @@ def names_in_code() -> set[str]:
                 names.add(node.attr)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 names.add(node.value)
+    # The job kinds are data: their operations are derived names the code calls through getattr(conn, ...).
+    for kind in JobKind:
+        names.update({kind.spec.create, kind.spec.describe, kind.spec.stop, kind.spec.list})
     return names
 
 
