@@ -97,9 +97,15 @@ compat/airflow-%/.venv/.installed: compat/airflow-%/pyproject.toml compat/airflo
 compat-env-%: compat/airflow-%/.venv/.installed
 	@true
 
-compat-%: compat/airflow-%/.venv/.installed sdk-venv
+# What no Airflow minor changes is left out of an older minor's run (make test runs it on the newest): the
+# SageMaker SDK's flows (their own venv, no Airflow), the benchmarks and the soak/chaos accounting (they
+# measure on the newest minor), and the packaging checks (the wheel and its metadata). COMPAT_IGNORE= runs all.
+COMPAT_IGNORE ?= --ignore=tests/sdk --ignore=tests/benchmarks --ignore=tests/test_package.py \
+	--ignore=tests/test_supply_chain.py --ignore=tests/test_chaos_accounting.py \
+	--ignore=tests/test_soak_accounting.py
+compat-%: compat/airflow-%/.venv/.installed
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache-$* \
-		compat/airflow-$*/.venv/bin/python -m pytest -m "not e2e and not realclock" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+		compat/airflow-$*/.venv/bin/python -m pytest -m "not e2e and not realclock" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(COMPAT_IGNORE) $(PYTEST_ARGS)
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache-$* \
 		compat/airflow-$*/.venv/bin/python -m pytest -m "realclock and not e2e" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
