@@ -66,7 +66,8 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tests/dags/*", ALL),
     ("harness/chaos.py", ("chaos",)),
     ("harness/redis.py", ("chaos",)),
-    ("harness/soak.py", ("soak",)),
+    ("harness/soak*.py", ("soak",)),  # the soak and its plan, accounting and report modules
+    ("harness/memory.py", ("soak", "chaos")),  # the memory sampler both runs take
     ("harness/*", ALL),
     ("offline-sagemaker/*", ALL),
     ("tests/e2e/*", ALL),  # conftest.py, e2e_support.py, e2e_reliability.py, this file
