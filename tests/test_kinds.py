@@ -76,6 +76,9 @@ def test_a_kinds_names_follow_from_its_kind_and_label_by_sagemakers_naming_rule(
         cluster_path=("ProcessingResources", "ClusterConfig"),
         secondary_status=False,
         console_path="processing-jobs",
+        pending_limit=False,
+        training_plans=False,
+        max_instance_count=100,
     )
     assert spec == JobKind.PROCESSING.spec
     assert (spec.name_field, spec.arn_field, spec.status_field, spec.end_time_field) == (
@@ -97,4 +100,20 @@ def test_a_kinds_names_follow_from_its_kind_and_label_by_sagemakers_naming_rule(
         "TrainingEndTime",
         "list_training_jobs",
         "TrainingJobSummaries",
+    )
+
+
+def test_the_facts_no_naming_rule_gives_are_the_documented_ones() -> None:
+    # Training: SageMaker bounds the wait (MaxPendingTimeInSeconds) and entries may name a training plan;
+    # processing: neither, and at most 100 instances (ProcessingClusterConfig.InstanceCount).
+    training, processing = JobKind.TRAINING.spec, JobKind.PROCESSING.spec
+    assert (training.pending_limit, training.training_plans, training.max_instance_count) == (
+        True,
+        True,
+        None,
+    )
+    assert (processing.pending_limit, processing.training_plans, processing.max_instance_count) == (
+        False,
+        False,
+        100,
     )

@@ -53,6 +53,12 @@ class JobKindSpec:
     :param secondary_status: whether Describe and List report ``SecondaryStatus`` (training only); a
         processing job shows its selection only through ``SelectedInstanceType`` in Describe.
     :param console_path: the job's page under the SageMaker console (``#/<path>/<name>``).
+    :param pending_limit: whether SageMaker itself bounds the wait for capacity of a list with an
+        accelerated entry (``StoppingCondition.MaxPendingTimeInSeconds``, training only); elsewhere the
+        provider's client-side deadline does.
+    :param training_plans: whether an entry may be backed by a training plan (training only; processing
+        uses On-Demand capacity only).
+    :param max_instance_count: the largest count SageMaker accepts (None: no documented bound).
 
     Derived: ``name_field``, the job name's field (``TrainingJobName``) in requests, responses and
     summaries; ``arn_field``, the job ARN's field in Create and Describe responses; ``status_field``, the
@@ -67,6 +73,9 @@ class JobKindSpec:
     cluster_path: tuple[str, ...]
     secondary_status: bool
     console_path: str
+    pending_limit: bool
+    training_plans: bool
+    max_instance_count: int | None
     name_field: str = field(init=False)
     arn_field: str = field(init=False)
     status_field: str = field(init=False)
@@ -116,6 +125,9 @@ SPECS: dict[JobKind, JobKindSpec] = {
         cluster_path=("ResourceConfig",),
         secondary_status=True,
         console_path="jobs",
+        pending_limit=True,
+        training_plans=True,
+        max_instance_count=None,
     ),
     JobKind.PROCESSING: JobKindSpec(
         kind=JobKind.PROCESSING,
@@ -123,6 +135,9 @@ SPECS: dict[JobKind, JobKindSpec] = {
         cluster_path=("ProcessingResources", "ClusterConfig"),
         secondary_status=False,
         console_path="processing-jobs",
+        pending_limit=False,
+        training_plans=False,
+        max_instance_count=100,
     ),
 }
 

@@ -34,7 +34,7 @@ __all__ = [
     "type_of",
 ]
 
-PROCESSING_MAX_COUNT = 100
+PROCESSING_MAX_COUNT = JobKind.PROCESSING.spec.max_instance_count
 FIELD = "instance_preferences"
 
 TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")
@@ -242,15 +242,15 @@ def entry_problems(entry: InstancePreference, where: str, kind: JobKind) -> list
     if not service_model.accepts_instance_type(kind.value, itype):
         problems.append(f"{where}: {_unknown_type_message(itype, kind)}")
     if entry.instance_count is not None:
-        low, high = (1, PROCESSING_MAX_COUNT) if kind is JobKind.PROCESSING else (1, None)
+        low, high = 1, kind.spec.max_instance_count
         if entry.instance_count < low or (high is not None and entry.instance_count > high):
             bound = f"{low}..{high}" if high else f"at least {low}"
             problems.append(f"{where}.instance_count: {entry.instance_count} is out of range; use {bound}")
     plan = entry.training_plan_arn
     if plan is not None:
-        if kind is JobKind.PROCESSING:
+        if not kind.spec.training_plans:
             problems.append(
-                f"{where}.training_plan_arn: processing jobs use On-Demand capacity only; remove the plan"
+                f"{where}.training_plan_arn: {kind.value} jobs use On-Demand capacity only; remove the plan"
             )
         elif not TRAINING_PLAN_ARN.match(plan) or not (50 <= len(plan) <= 2048):
             problems.append(

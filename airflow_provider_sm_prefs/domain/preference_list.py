@@ -24,7 +24,6 @@ from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preference_entry import (
     ACCEPT_AFTER,
     FIELD,
-    PROCESSING_MAX_COUNT,
     InstancePreference,
     entry_problems,
     exact_duration,
@@ -341,7 +340,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
 
     def _sets_max_pending(self, max_pending_seconds: int | None) -> TypeGuard[int]:
         """Whether :meth:`render` writes ``max_pending_seconds`` to MaxPendingTimeInSeconds."""
-        return max_pending_seconds is not None and self.kind is JobKind.TRAINING and self.waits_for_capacity
+        return max_pending_seconds is not None and self.kind.spec.pending_limit and self.waits_for_capacity
 
     def _problems(
         self, request: Mapping[str, Any], cluster: Mapping[str, Any], job_count: Any, pending: Any
@@ -377,7 +376,7 @@ class InstancePreferenceList(Sequence[InstancePreference]):
                 f"or {field}.InstanceCount once"
             ]
         count = to_int(job_count)
-        limit = PROCESSING_MAX_COUNT if self.kind is JobKind.PROCESSING else None
+        limit = self.kind.spec.max_instance_count
         if count is None or count < 1 or (limit is not None and count > limit):
             bound = f"1..{limit}" if limit else "at least 1"
             return [f"{field}.InstanceCount: {job_count!r} is not a valid count; use {bound}"]

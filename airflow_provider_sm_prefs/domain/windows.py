@@ -103,7 +103,7 @@ def stage_limits(
     remaining = float(max_pending) - max(0.0, elapsed)
     if remaining <= 0:
         return StageLimits(None, None, exhausted=True)
-    if kind is JobKind.TRAINING and stage_list.waits_for_capacity:
+    if kind.spec.pending_limit and stage_list.waits_for_capacity:
         if remaining >= MIN_PENDING_SECONDS:
             return StageLimits(int(remaining), None)
         return StageLimits(MIN_PENDING_SECONDS, remaining)

@@ -53,7 +53,6 @@ PREFLIGHT_ATTEMPTS = 2
 PREFLIGHT_RETRY = Retry(attempts=PREFLIGHT_ATTEMPTS, base=0.5, cap=2.0)
 #: Timeouts of the quota and price clients, unless the connection's config sets its own.
 PREFLIGHT_CLIENT_CONFIG = Config(connect_timeout=5, read_timeout=15)
-_COMPONENT = {JobKind.TRAINING: "Training", JobKind.PROCESSING: "Processing"}
 
 
 _CACHE = TtlCache(default_directory() if os.environ.get("SM_PREFS_CACHE_DIR", None) != "" else None)
@@ -249,7 +248,7 @@ class PreflightLookups:
             return [item for page in islice(pages, PRICE_MAX_PAGES) for item in page.get("PriceList") or []]
 
         products = retry_sync(read, f"GetProducts {instance_type}", PREFLIGHT_RETRY)
-        price = usd_per_hour(products, _COMPONENT[kind])
+        price = usd_per_hour(products, kind.spec.label)
         _CACHE.put(key, price, PRICE_TTL)
         return price
 

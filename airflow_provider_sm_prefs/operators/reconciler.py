@@ -54,6 +54,10 @@ def _as_bool(value: Any) -> bool:
     return bool(value)
 
 
+#: Every job kind the provider submits: what a pass reconciles unless told otherwise (as the command).
+EVERY_KIND: tuple[str, ...] = tuple(job_kind.value for job_kind in JobKind)
+
+
 class SageMakerJobReconcilerOperator(BaseOperator):
     """Stop the provider's running jobs whose owning task instance is gone, and scale back the HyperPod
     groups whose last scale-up outlived its task (dry run by default).
@@ -68,7 +72,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         this deployment's URL. Off by default: every deployment with the same URL (all those started from
         one compose file) shares that id, so such jobs are reported only.
     :param max_calls_per_second: the limit of SageMaker calls of a pass.
-    :param kinds: ``training``, ``processing`` or both (default).
+    :param kinds: which job kinds (``training``, ``processing``); default every kind, as the command.
     :param hyperpod_groups: also judge the HyperPod groups whose last scale-up outlived its task, and (not
         in a dry run) scale them back to the count that task found (default True).
     """
@@ -83,7 +87,7 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         dry_run: bool | str = True,
         deployment_id: str | None = None,
         max_calls_per_second: float | None = 5.0,
-        kinds: Sequence[str] = (JobKind.TRAINING.value, JobKind.PROCESSING.value),
+        kinds: Sequence[str] = EVERY_KIND,
         adopt_legacy_ids: bool = False,
         hyperpod_groups: bool = True,
         **kwargs: Any,

@@ -182,14 +182,15 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
     # -- preparation -----------------------------------------------------------------------------------
     def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
         """Validate the rendered arguments; return the request, the list and the client-side deadline."""
-        request, prefs = build_request(
-            self.job_kind, self._rendered_config(), self.instance_preferences, to_seconds(self.max_pending)
-        )
         max_pending = to_seconds(self.max_pending)
-        if max_pending is None and self.job_kind is JobKind.PROCESSING:
+        request, prefs = build_request(
+            self.job_kind, self._rendered_config(), self.instance_preferences, max_pending
+        )
+        if max_pending is None and not self.job_kind.spec.pending_limit:
             self.log.warning(
-                "No max_pending: SageMaker documents no limit on how long a processing job waits for capacity; "
-                "set max_pending to bound it."
+                "No max_pending: SageMaker documents no limit on how long a %s job waits for capacity; "
+                "set max_pending to bound it.",
+                self.job_kind.value,
             )
         return request, prefs, self._deadline(prefs)
 
@@ -220,7 +221,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
     def _deadline(self, prefs: InstancePreferenceList) -> float | None:
         """The client-side deadline: max_pending where SageMaker enforces none (processing, CPU-only)."""
         max_pending = to_seconds(self.max_pending)
-        server_enforced = self.job_kind is JobKind.TRAINING and prefs.waits_for_capacity
+        server_enforced = self.job_kind.spec.pending_limit and prefs.waits_for_capacity
         deadline = None if server_enforced else max_pending
         return float(deadline) if deadline else None
 

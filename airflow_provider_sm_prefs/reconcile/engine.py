@@ -133,7 +133,7 @@ class Reconciler:
         deployment_id: str,
         *,
         dry_run: bool = True,
-        kinds: Iterable[JobKind | str] = (JobKind.TRAINING, JobKind.PROCESSING),
+        kinds: Iterable[JobKind | str] = tuple(JobKind),
         max_calls_per_second: float | None = 5.0,
         legacy_ids: Iterable[str] = (),
         adopt_legacy_ids: bool = False,

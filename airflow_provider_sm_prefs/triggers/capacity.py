@@ -240,7 +240,7 @@ class SageMakerCapacityTrigger(SpecTrigger[CapacityWaitSpec]):
 
     def _listing_helps(self, kind: JobKind) -> bool:
         # A processing summary has no secondary status or selected type: only its end is visible.
-        return kind is JobKind.TRAINING or self.spec.wait_for == WaitFor.COMPLETION.value
+        return kind.spec.secondary_status or self.spec.wait_for == WaitFor.COMPLETION.value
 
     async def _wait_for_listed_change(
         self,

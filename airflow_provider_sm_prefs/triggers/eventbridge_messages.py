@@ -15,10 +15,7 @@ from airflow_provider_sm_prefs.domain.event_detail import EventOrigin
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 
 #: EventBridge detail-types of the job state changes, by job kind.
-DETAIL_TYPES = {
-    "SageMaker Training Job State Change": JobKind.TRAINING,
-    "SageMaker Processing Job State Change": JobKind.PROCESSING,
-}
+DETAIL_TYPES = {f"SageMaker {kind.spec.label} Job State Change": kind for kind in JobKind}
 
 
 @dataclass(frozen=True)
