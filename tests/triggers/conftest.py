@@ -17,7 +17,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -161,10 +161,10 @@ class TriggererChannel:
 
 
 @pytest.fixture
-def channel(monkeypatch: pytest.MonkeyPatch) -> Iterator[TriggererChannel]:
+def channel(monkeypatch: pytest.MonkeyPatch) -> TriggererChannel:
     """The triggerer's channel to a stand-in supervisor; each wait that will end its task warms it up
     (``finish.warm_up`` reads once per process: reset, so every test sees the same requests)."""
     from airflow_provider_sm_prefs.triggers import finish
 
     monkeypatch.setattr(finish, "_warmed_in", None)
-    yield TriggererChannel(monkeypatch)
+    return TriggererChannel(monkeypatch)
