@@ -59,79 +59,66 @@ class ResumeMethods:
         ) -> dict[str, Any] | None: ...
 
     def execute_complete(
-        self,
-        context: Context,
-        event: dict[str, Any] | None = None,
-        preferences: list[dict[str, Any]] | None = None,
-        deadline: float | None = None,
-        guardrails: dict[str, Any] | None = None,
-        deferred_by_try: int | None = None,
+        self, context: Context, event: dict[str, Any] | None = None, **deferral: Any
     ) -> dict[str, Any] | None:
         """Resume after capacity: push the outcome; then wait for completion if asked.
 
-        ``deadline`` bounded the capacity wait, which is over when this runs: it is accepted because every
-        deferral (of this release and earlier ones) passes it, and not used.
+        ``deferral``: the deferral's keyword arguments (see :meth:`_resume_try`).
         """
-        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
+        return self._resume(context, WaitFor.CAPACITY, event, deferral)
+
+    def execute_job_complete(
+        self, context: Context, event: dict[str, Any] | None = None, **deferral: Any
+    ) -> dict[str, Any] | None:
+        """Resume after the job ended (``deferral``: see :meth:`_resume_try`)."""
+        return self._resume(context, WaitFor.COMPLETION, event, deferral)
+
+    def _resume(
+        self, context: Context, wait_for: WaitFor, event: dict[str, Any] | None, deferral: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The end of a wait: a closed window goes on to the next stage, else the wait's completion."""
+        run = self._resume_try(context, **deferral)
         if run is None:
             return self.execute(context)
         progress, windows = self._progress, self._windows
+        capacity = wait_for is WaitFor.CAPACITY
         assert windows is not None
         with self.recorder.failures(context, progress):
             if windows.state is None:
                 stages = windows.load()
-                progress.stages = list(stages.history) if stages else None
+                if capacity:
+                    progress.stages = list(stages.history) if stages else None
             if event is None:
-                return self._wait_again(run, WaitFor.CAPACITY, deadline)
+                # A job's run has no client-side bound: only the capacity wait's deadline is waited on again.
+                return self._wait_again(run, wait_for, deferral.get("deadline") if capacity else None)
             received = CapacityEvent.from_payload(event, progress.job_name or "?")
+            if not capacity:
+                completion = self.completion()
+                return completion.complete(
+                    context, received, progress, selection=False, stages=windows.with_stages
+                ).value
             if windows.ends_stage(received):
                 progress.job_name = received.job_name
                 return self._close_window(run)
             return self._resume_capacity(run, event)
 
-    def execute_job_complete(
+    def _resume_try(
         self,
         context: Context,
-        event: dict[str, Any] | None = None,
         preferences: list[dict[str, Any]] | None = None,
         deadline: float | None = None,
         guardrails: dict[str, Any] | None = None,
         deferred_by_try: int | None = None,
-    ) -> dict[str, Any] | None:
-        """Resume after the job ended.
-
-        ``deadline`` is None for this wait (a job's run has no client-side bound); it is accepted because
-        every deferral (of this release and earlier ones) passes it.
-        """
-        run = self._resume_try(context, preferences, guardrails, deferred_by_try)
-        if run is None:
-            return self.execute(context)
-        progress, windows = self._progress, self._windows
-        assert windows is not None
-        with self.recorder.failures(context, progress):
-            if windows.state is None:
-                windows.load()
-            if event is None:
-                return self._wait_again(run, WaitFor.COMPLETION, None)
-            received = CapacityEvent.from_payload(event, progress.job_name or "?")
-            return (
-                self.completion()
-                .complete(context, received, progress, selection=False, stages=windows.with_stages)
-                .value
-            )
-
-    def _resume_try(
-        self,
-        context: Context,
-        preferences: list[dict[str, Any]] | None,
-        guardrails: dict[str, Any] | None,
-        deferred_by_try: int | None,
     ) -> TaskTry | None:
         """What both resume methods do first: this try, with the list and guardrails the job was submitted
         with; None when the event is another try's and this try must run from the beginning.
 
-        ``dag.test()`` resumes with the event alone: the list is then the rendered arguments', the
-        guardrail report the job state's.
+        The arguments are the deferral's keyword arguments (those of earlier releases too), named once here:
+        ``preferences``, the list the job was submitted with; ``deadline``, the capacity wait's client-side
+        bound (read only when a wait ended without an event and is waited on again); ``guardrails``, the
+        report the job was submitted with; ``deferred_by_try``, the try that deferred. ``dag.test()``
+        resumes with the event alone: the list is then the rendered arguments', the guardrail report the
+        job state's.
         """
         run, _ = self._begin_try(context)
         if run.resumed_by_another_try(deferred_by_try):

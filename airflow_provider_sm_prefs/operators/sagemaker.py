@@ -323,15 +323,10 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
         self._record_arn(run, describe)
         return self._wait(run, WaitFor.CAPACITY, job.prefs, job.deadline)
 
-    def _create(
-        self,
-        run: TaskTry,
-        request: dict[str, Any],
-        prefs: InstancePreferenceList,
-        job_name: str,
-        claim: OwnerClaim,
-    ) -> dict[str, Any]:
-        return self.submit_once.create(run, request, prefs, job_name, claim)
+    def _create(self, run: TaskTry, *create: Any) -> dict[str, Any]:
+        """The try's Create (:meth:`SubmitOnce.create`'s arguments); a method of its own so that a test DAG
+        can fail a try right after it."""
+        return self.submit_once.create(run, *create)
 
     def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None:
         """Start the current stage's job (its name already recorded) and wait for it."""

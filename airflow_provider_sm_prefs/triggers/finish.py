@@ -38,7 +38,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
@@ -109,13 +109,6 @@ def ends_here(plan: FinishPlan, received: CapacityEvent) -> bool:
     return received.status is EventStatus.ERROR and plan.failures
 
 
-class _Ending(NamedTuple):
-    """What the work in the thread decided: the XComs to store, and whether the task ends failed."""
-
-    xcoms: dict[str, Any]
-    failed: bool
-
-
 async def end_task(
     plan: FinishPlan,
     received: CapacityEvent,
@@ -137,60 +130,51 @@ async def end_task(
         return None
     from asgiref.sync import sync_to_async
 
-    # sync_to_async, not a bare thread: the Task SDK calls the work makes (the connection) go through the
-    # triggerer's channel, which Airflow 3.0 reaches from such a thread only.
-    work = sync_to_async(_end_task, thread_sensitive=False)
-    ending = await work(plan, received, kind, preferences, logs_hook, log)
-    took = await store_xcoms(plan.ti, ending.xcoms)
-    if ending.failed:
-        log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
-        return TaskFailedEvent()
-    log.info(
-        "Ending the task from the triggerer with %d XComs (stored in %.1fs): no worker resumes it "
-        "(finish_in_triggerer=True)",
-        len(ending.xcoms),
-        took,
-    )
-    return TaskSuccessEvent()
-
-
-def _end_task(
-    plan: FinishPlan,
-    received: CapacityEvent,
-    kind: JobKind,
-    preferences: list[dict[str, Any]],
-    logs_hook: Any,
-    log: Any,
-) -> _Ending:
     # Imported here: the completion's collaborators are not needed by a trigger that only waits.
     from airflow_provider_sm_prefs.completion import WaitCompletion
     from airflow_provider_sm_prefs.job_logs import JobLogPrinter
     from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
 
-    ti = _TaskInstanceOfTheEvent(plan.ti)
-    context: Any = {"ti": ti}
+    ti = _TaskInstanceOfTheEvent(plan.ti)  # the XCom sink: what the completion pushes, stored below
     progress = TryProgress(
-        job_name=received.job_name,
-        preferences=list(preferences),
-        identity_tags=plan.identity_tags,
+        job_name=received.job_name, preferences=list(preferences), identity_tags=plan.identity_tags
     )
     recorder = CapacityRecorder(lambda: kind.value, lambda: plan.region, log)
-    completion = WaitCompletion(
-        recorder,
-        JobLogPrinter(kind, logs_hook, plan.print_log, plan.max_log_lines, log),
-        plan.guardrails,
-        log,
+    printer = JobLogPrinter(kind, logs_hook, plan.print_log, plan.max_log_lines, log)
+    completion = WaitCompletion(recorder, printer, plan.guardrails, log)
+    # sync_to_async, not a bare thread: the Task SDK calls the work makes (the connection) go through the
+    # triggerer's channel, which Airflow 3.0 reaches from such a thread only.
+    work = sync_to_async(_complete, thread_sensitive=False)
+    failed = await work(completion, plan, ti, received, progress)
+    took = await store_xcoms(plan.ti, ti.xcoms)
+    if failed:
+        log.info("Ending the task failed from the triggerer (no retry remains; finish_in_triggerer=True)")
+        return TaskFailedEvent()
+    log.info(
+        "Ending the task from the triggerer with %d XComs (stored in %.1fs): no worker resumes it "
+        "(finish_in_triggerer=True)",
+        len(ti.xcoms),
+        took,
     )
+    return TaskSuccessEvent()
+
+
+def _complete(
+    completion: Any, plan: FinishPlan, ti: _TaskInstanceOfTheEvent, received: CapacityEvent, progress: Any
+) -> bool:
+    """The completion (blocking: the job's CloudWatch logs, the connection), in a thread; True when the
+    task ends failed, the failure's record in ``ti``'s XComs as a worker's resume leaves it."""
+    context: Any = {"ti": ti}
     try:
-        with recorder.failures(context, progress):
+        with completion.recorder.failures(context, progress):
             result = completion.complete(context, received, progress, selection=plan.selection).value
     except Exception as err:
         # What the worker's log says when execute_complete raises it; no traceback: it is the job's.
-        log.error("Task failed with exception: %s: %s", type(err).__name__, err)
-        return _Ending(ti.xcoms, failed=True)
+        completion.log.error("Task failed with exception: %s: %s", type(err).__name__, err)
+        return True
     if plan.return_value:
         ti.xcoms[RETURN_VALUE] = result
-    return _Ending(ti.xcoms, failed=False)
+    return False
 
 
 async def store_xcoms(ref: Mapping[str, Any], xcoms: Mapping[str, Any]) -> float:
