@@ -1,7 +1,7 @@
 """Capacity insights: what the fallbacks cost, which entries ever win, when, and how windows play out (pure).
 
-The module runs over 500 lines because every section shares the same small figure helpers (shares, waits,
-the minimum of records behind a figure); each section is its own function below.
+Each section is its own function below (the HyperPod groups' in :mod:`~.insights_groups`); the figure
+helpers they share are :mod:`~.figures`.
 
 The input is the same list of :class:`~airflow_provider_sm_prefs.plugin.stats.Entry` the page's
 :func:`~airflow_provider_sm_prefs.plugin.stats.summarize` reads, deduplicated the same way (the newest
@@ -46,68 +46,40 @@ until enough records back it.
 
 from __future__ import annotations
 
-import re
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow_provider_sm_prefs.domain.guardrails import ExclusionKind
 from airflow_provider_sm_prefs.domain.record import CapacityRecord
 from airflow_provider_sm_prefs.domain.windows import StageEnd
-from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, dedupe, nodes_of, percentile, split
+from airflow_provider_sm_prefs.plugin.figures import (
+    MIN_RECORDS,
+    as_utc,
+    figure,
+    is_utc,
+    median_of,
+    number,
+    resolve_timezone,
+    rounded,
+    share,
+    task_key,
+    wait_figure,
+)
+from airflow_provider_sm_prefs.plugin.insights_groups import cluster_groups
+from airflow_provider_sm_prefs.plugin.stats import Entry, Filters, dedupe, split
 
 __all__ = ["MIN_RECORDS", "figure", "insights", "is_utc", "resolve_timezone"]
 
-#: Fewer records than this back no conclusion: the figure says so instead.
-MIN_RECORDS = 5
-#: IANA names (upper case) of zones that are UTC under another name.
-_UTC_BASE = ("UTC", "UCT", "ZULU", "UNIVERSAL", "GMT", "GMT0", "GMT+0", "GMT-0", "GREENWICH")
-_UTC_NAMES = frozenset({"Z", *_UTC_BASE, *(f"ETC/{name}" for name in _UTC_BASE)})
-_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
 #: How a first stage ends when the job goes on to (or was about to start) the next stage.
 _PAST_STAGE1_ENDS = frozenset(
     {StageEnd.WINDOW_CLOSED.value, StageEnd.STOPPED_AFTER_SELECTION.value, StageEnd.NO_CAPACITY.value}
 )
 
 
-def figure(records: int) -> dict[str, Any]:
-    """How many records a figure rests on, whether that is enough, and a note when it is not."""
-    if records >= MIN_RECORDS:
-        return {"records": records, "enough": True, "note": None}
-    noun = "record" if records == 1 else "records"
-    return {
-        "records": records,
-        "enough": False,
-        "note": f"{records} {noun}; at least {MIN_RECORDS} are needed to draw a conclusion",
-    }
-
-
-def resolve_timezone(name: str) -> tzinfo:
-    """The zone named ``name``: an IANA name (``UTC`` in any case), or a fixed offset like ``+05:30``.
-
-    :raises ValueError: for a name that is neither.
-    """
-    cleaned = name.strip()
-    if cleaned.upper() in _UTC_NAMES:
-        return timezone.utc
-    offset = _OFFSET.match(cleaned)
-    if offset:
-        sign = -1 if offset[1] == "-" else 1
-        delta = timedelta(hours=int(offset[2]), minutes=int(offset[3]))
-        return timezone.utc if not delta else timezone(sign * delta, cleaned)
-    try:
-        return ZoneInfo(cleaned)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"tz: unknown time zone {name!r}") from None
-
-
-def is_utc(name: str) -> bool:
-    """Whether ``name`` is UTC under one of its names (a zone that only sometimes is UTC is not)."""
-    return resolve_timezone(name) is timezone.utc
+# -- shared ---------------------------------------------------------------------------------------------
 
 
 def insights(entries: Sequence[Entry], filters: Filters, tz: str = "UTC", skipped: int = 0) -> dict[str, Any]:
@@ -128,43 +100,8 @@ def insights(entries: Sequence[Entry], filters: Filters, tz: str = "UTC", skippe
         "entries": _entries(jobs),
         "hour_of_day": _hour_of_day(jobs, tz, zone),
         "acceptance_windows": _acceptance_windows(jobs),
-        "cluster_groups": _cluster_groups(dedupe(groups)),
+        "cluster_groups": cluster_groups(dedupe(groups)),
     }
-
-
-# -- shared ---------------------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _round(value: float | None, digits: int = 1) -> float | None:
-    return None if value is None else round(value, digits) + 0.0  # + 0.0: no "-0.0"
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return _round(statistics.median(values)) if values else None
-
-
-def _share(part: int, whole: int) -> float | None:
-    """``part / whole``, a conclusion: only when ``whole`` is enough records."""
-    return round(part / whole, 4) if whole >= MIN_RECORDS else None
-
-
-def _task(record: CapacityRecord) -> tuple[str, str]:
-    return (record.dag_id, record.task_id)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-
-
-def _wait_figure(waits: Sequence[float], p95: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"median": _median(waits)}
-    if p95:
-        out["p95"] = _round(percentile(waits, 95))
-    return {**out, **figure(len(waits))}
 
 
 # -- fallback premium -----------------------------------------------------------------------------------
@@ -182,9 +119,9 @@ _Cost = tuple[bool, float | None, float | None, float | None]
 
 
 def _cost(record: CapacityRecord) -> _Cost:
-    billable = _number(record.billable_seconds)
+    billable = number(record.billable_seconds)
     hours = None if billable is None else billable / 3600
-    return (_fell_back(record), _number(record.hourly_cost), _number(record.first_choice_hourly_cost), hours)
+    return (_fell_back(record), number(record.hourly_cost), number(record.first_choice_hourly_cost), hours)
 
 
 @dataclass
@@ -203,7 +140,7 @@ class _Sum:
         self.records += 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"usd": _round(self.usd, 2) if self.records else None, "unpriced_jobs": self.unpriced}
+        return {"usd": rounded(self.usd, 2) if self.records else None, "unpriced_jobs": self.unpriced}
 
 
 @dataclass
@@ -266,7 +203,7 @@ def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 def _month(entry: Entry) -> tuple[str]:
-    moment = _utc(entry.run_after)
+    moment = as_utc(entry.run_after)
     return (f"{moment.year}-{moment.month:02d}",)  # strftime("%Y-%m"), at a fraction of its cost
 
 
@@ -278,7 +215,7 @@ def _selected_entry(entry: Entry) -> tuple[str | None, int]:
 _PREMIUM_KEYS: dict[
     str, tuple[Callable[[Entry], tuple[Any, ...]], Callable[[tuple[Any, ...]], dict[str, Any]]]
 ] = {
-    "by_task": (lambda e: _task(e.record), lambda k: {"dag_id": k[0], "task_id": k[1]}),
+    "by_task": (lambda e: task_key(e.record), lambda k: {"dag_id": k[0], "task_id": k[1]}),
     "by_entry": (_selected_entry, lambda k: {"instance_type": k[0], "instance_count": k[1]}),
     "by_month": (_month, lambda k: {"month": k[0]}),
 }
@@ -329,7 +266,7 @@ class _Offered:
             "selected": self.selected,
             "excluded": {**{kind.value: 0 for kind in ExclusionKind}, **self.excluded},
             "excluded_total": sum(self.excluded.values()),
-            "wait": _wait_figure(self.waits),
+            "wait": wait_figure(self.waits),
             "never_selected": never,
             "runs": self.offered,
             **figure(self.offered),
@@ -394,7 +331,7 @@ def _created(record: CapacityRecord) -> datetime | None:
         moment = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
     except ValueError:
         return None
-    return _utc(moment)
+    return as_utc(moment)
 
 
 def _heatmap(selections: Sequence[tuple[str, datetime, float | None]], zone: tzinfo) -> list[dict[str, Any]]:
@@ -408,7 +345,12 @@ def _heatmap(selections: Sequence[tuple[str, datetime, float | None]], zone: tzi
         for hour, picked in enumerate(cells[instance_type]):
             waits = [w for w in picked if w is not None]
             hours.append(
-                {"hour": hour, "selections": len(picked), "median_wait": _median(waits), **figure(len(waits))}
+                {
+                    "hour": hour,
+                    "selections": len(picked),
+                    "median_wait": median_of(waits),
+                    **figure(len(waits)),
+                }
             )
         rows.append(
             {
@@ -452,10 +394,10 @@ def _stages(record: CapacityRecord) -> list[tuple[int, float | None, str]]:
     for item in record.stages:
         if not isinstance(item, Mapping):
             continue
-        number = item.get("stage")
-        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        stage = item.get("stage")
+        if not isinstance(stage, int) or isinstance(stage, bool) or stage < 1:
             continue
-        out.append((number, _number(item.get("pending_seconds")), str(item.get("ended") or "")))
+        out.append((stage, number(item.get("pending_seconds")), str(item.get("ended") or "")))
     return sorted(out, key=lambda stage: stage[0])
 
 
@@ -480,22 +422,22 @@ class _Windows:
             self.stage1_won += 1
         elif stages[-1][0] > 1 or (first[0] == 1 and first[2] in _PAST_STAGE1_ENDS):
             self.past_stage1 += 1
-        for number, wait, _ in stages:
+        for stage, wait, _ in stages:
             if wait is not None:
-                self.waits[number].append(wait)
+                self.waits[stage].append(wait)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "jobs": self.jobs,
             "stage1_won": self.stage1_won,
-            "stage1_won_share": _share(self.stage1_won, self.jobs),
+            "stage1_won_share": share(self.stage1_won, self.jobs),
             "escalated": self.past_stage1,
-            "escalated_share": _share(self.past_stage1, self.jobs),
+            "escalated_share": share(self.past_stage1, self.jobs),
             "other": self.jobs - self.stage1_won - self.past_stage1,
             "won_at_stage": {str(n): self.won_at[n] for n in sorted(self.won_at)},
             "without_capacity": self.jobs - sum(self.won_at.values()),
             "stages": [
-                {"stage": number, "wait": _wait_figure(self.waits[number], p95=False)}
+                {"stage": number, "wait": wait_figure(self.waits[number], p95=False)}
                 for number in sorted(self.waits)
             ],
             **figure(self.jobs),
@@ -507,83 +449,8 @@ def _acceptance_windows(jobs: Sequence[Entry]) -> list[dict[str, Any]]:
     for entry in jobs:
         stages = _stages(entry.record)
         if stages:
-            groups[_task(entry.record)].add(stages)
+            groups[task_key(entry.record)].add(stages)
     return [{"dag_id": k[0], "task_id": k[1], **groups[k].as_dict()} for k in sorted(groups)]
 
 
 # -- HyperPod instance groups ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Group:
-    """The tries of one HyperPod instance group by one DAG/task."""
-
-    tries: int = 0
-    reached: int = 0
-    fell_back: int = 0
-    nodes: int = 0
-    fallback_nodes: int = 0
-    waits: list[float] = field(default_factory=list)
-    failures: Counter[str] = field(default_factory=Counter)
-    #: Every type seen, with its best rank in the lists as written.
-    types: dict[str, int | None] = field(default_factory=dict)
-    runs: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, entry: Entry) -> None:
-        record = entry.record
-        nodes = nodes_of(record)
-        self.tries += 1
-        if record.failure_kind:
-            self.failures[record.failure_kind] += 1
-        elif nodes:
-            self.reached += 1
-            self.fell_back += record.fell_back is True
-            self.nodes += sum(n["count"] for n in nodes)
-            self.fallback_nodes += sum(n["count"] for n in nodes if n["rank"] != 1)
-            if _number(record.seconds_to_in_service) is not None:
-                self.waits.append(float(record.seconds_to_in_service or 0))
-        for node in nodes:
-            self.types.setdefault(node["instance_type"], node["rank"])
-        self.runs.append(
-            {
-                "run_id": record.run_id,
-                "run_after": _utc(entry.run_after).isoformat(),
-                "try_number": record.try_number,
-                "phase": record.phase,
-                "failure_kind": record.failure_kind,
-                "fell_back": record.fell_back,
-                "target_count": record.target_count,
-                "current_count": record.current_count,
-                "counts": {n["instance_type"]: n["count"] for n in nodes},
-            }
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        ordered = sorted(self.types, key=lambda t: (self.types[t] is None, self.types[t] or 0, t))
-        return {
-            "tries": self.tries,
-            "reached": self.reached,
-            "fell_back": self.fell_back,
-            "fallback_share": _share(self.fell_back, self.reached),
-            "nodes": self.nodes,
-            "fallback_nodes": self.fallback_nodes,
-            "fallback_node_share": _share(self.fallback_nodes, self.nodes)
-            if self.reached >= MIN_RECORDS
-            else None,
-            "to_in_service": _wait_figure(self.waits),
-            "failures": dict(sorted(self.failures.items())),
-            "instance_types": ordered,
-            "mix_over_time": sorted(self.runs, key=lambda run: (run["run_after"], run["try_number"])),
-            **figure(self.reached),
-        }
-
-
-def _cluster_groups(tries: Sequence[Entry]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str, str, str], _Group] = defaultdict(_Group)
-    for entry in tries:
-        record = entry.record
-        groups[(record.dag_id, record.task_id, record.cluster_name or "", record.group_name or "")].add(entry)
-    return [
-        {"dag_id": k[0], "task_id": k[1], "cluster_name": k[2], "group_name": k[3], **groups[k].as_dict()}
-        for k in sorted(groups)
-    ]
