@@ -86,7 +86,7 @@ from harness.deployment import LocalAirflow, local_airflow
 from harness.reconciling import ReconcilerLoop
 from harness.redis import REDIS
 from harness.rest import TERMINAL_RUN_STATES
-from harness.soak import MemorySampler
+from harness.memory import MemorySampler
 from harness.supervisor import Keeper
 from offline_sagemaker.jobs import training_config
 

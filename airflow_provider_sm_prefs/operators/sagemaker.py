@@ -95,9 +95,11 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
     :param deferrable: wait in the triggerer (no worker slot held). Otherwise poll in the worker with
         the same semantics.
     :param stop_job_on_kill: stop the SageMaker job when the task is killed, marked or cleared.
-    :param min_defer_seconds: the trigger reports nothing sooner than this after the task deferred, so
-        a job that leaves Pending at once cannot race Airflow's scheduler (apache/airflow#72716, which
-        fails such a task). Adds at most this much to a wait that ends right away; 0 turns it off.
+    :param min_defer_seconds: an event that resumes the task in a worker comes no sooner than this after
+        the task deferred, so a job that leaves Pending at once cannot race Airflow's scheduler
+        (apache/airflow#72716, which fails such a task); an event that ends the task in the triggerer
+        (``finish_in_triggerer``) has no such race and is not held. Adds at most this much to a wait that
+        ends right away; 0 turns it off.
         Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
     :param print_log: once the job has ended, write its log lines into the task log (:class:`JobLogPrinter`).
     :param max_log_lines: the most job lines written (the last ones); the task log says what was cut.

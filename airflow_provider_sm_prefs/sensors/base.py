@@ -29,8 +29,9 @@ class SageMakerBaseSensor(BaseSensorOperator, Generic[HookT]):
 
     :param deferrable: wait in the triggerer (default) instead of in a worker.
     :param poll_interval: seconds between looks.
-    :param min_defer_seconds: the trigger reports nothing sooner than this after the sensor deferred
-        (apache/airflow#72716); 0 turns it off. Default: Airflow config ``[sm_prefs] min_defer_seconds``,
+    :param min_defer_seconds: an event that resumes the sensor in a worker comes no sooner than this
+        after it deferred (apache/airflow#72716; an event that ends it in the triggerer is not held); 0
+        turns it off. Default: Airflow config ``[sm_prefs] min_defer_seconds``,
         else 15.
     :param aws_conn_id: the Airflow connection of type ``aws``.
     :param region_name: the AWS region; defaults to the connection's.

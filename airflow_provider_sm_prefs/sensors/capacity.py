@@ -51,8 +51,9 @@ class SageMakerCapacitySensor(SageMakerBaseSensor[SageMakerPreferenceHook]):
     :param stop_job_on_deadline: also stop the job when ``max_pending`` passes.
     :param deferrable: wait in the triggerer (default) instead of poking from a worker.
     :param poll_interval: seconds between checks when deferred (``poke_interval`` when poking).
-    :param min_defer_seconds: the trigger reports nothing sooner than this after the sensor deferred
-        (see the operators' parameter of the same name, apache/airflow#72716); 0 turns it off.
+    :param min_defer_seconds: an event that resumes the sensor in a worker comes no sooner than this
+        after it deferred (see the operators' parameter of the same name, apache/airflow#72716; an event
+        that ends it in the triggerer is not held); 0 turns it off.
         Default: Airflow config ``[sm_prefs] min_defer_seconds``, else 15.
     :param finish_in_triggerer: the trigger ends the sensor itself when the wait is over (the outcome's
         XCom keys and record pushed from the triggerer; no worker resumes it), as the operators do (see

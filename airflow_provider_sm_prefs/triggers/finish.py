@@ -20,7 +20,7 @@ which carry the XComs:
   heartbeat), so twelve stores one after the other wait twelve rounds; sent together they are served
   in one or two;
 * the triggerer's supervisor builds its in-process execution API on the first call that needs it (its
-  versioned routes and their schemas: 2-3 s on a quiet 2-core host, up to 10 s while job tasks start).
+  versioned routes and their schemas: 6-7 s on a loaded 2-core host, measured in docs/data/latency.json).
   Left to the first store, that wait lands between SageMaker's selection and the next task, so the
   first wait of a triggerer process that will end its task makes one read through the channel as soon
   as it starts (:func:`warm_up`), while it only waits;
