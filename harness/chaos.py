@@ -83,10 +83,10 @@ from airflow_provider_sm_prefs.domain.identity import IdentityKey
 from airflow_provider_sm_prefs.hooks.sagemaker import derive_job_name
 from harness.config import FAKE_SECRET_ACCESS_KEY, connection_credentials
 from harness.deployment import LocalAirflow, local_airflow
+from harness.memory import MemorySampler
 from harness.reconciling import ReconcilerLoop
 from harness.redis import REDIS
 from harness.rest import TERMINAL_RUN_STATES
-from harness.memory import MemorySampler
 from harness.supervisor import Keeper
 from offline_sagemaker.jobs import training_config
 
