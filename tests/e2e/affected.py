@@ -64,8 +64,11 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("airflow_provider_sm_prefs/*", ("operators", "triggers", "chaos", "soak")),
     ("dags_examples/*", ("operators", "page", "metrics", "soak")),
     ("tests/dags/*", ALL),
-    ("harness/chaos.py", ("chaos",)),
+    ("harness/chaos*.py", ("chaos",)),  # the chaos run and its plan, accounting, report and deployments
     ("harness/redis.py", ("chaos",)),
+    # The chaos run takes the report directory and the capacity-timeout mark from these two.
+    ("harness/soak_report.py", ("soak", "chaos")),
+    ("harness/soak_accounting.py", ("soak", "chaos")),
     ("harness/soak*.py", ("soak",)),  # the soak and its plan, accounting and report modules
     ("harness/memory.py", ("soak", "chaos")),  # the memory sampler both runs take
     ("harness/*", ALL),
