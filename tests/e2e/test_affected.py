@@ -38,6 +38,19 @@ def test_a_changed_file_selects_the_areas_that_cover_it(path: str, expected: set
     assert expected <= set(areas_of(path))
 
 
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("harness/chaos_plan.py", {"chaos"}),
+        ("harness/soak_plan.py", {"soak"}),
+        ("harness/soak_report.py", {"soak", "chaos"}),
+        ("harness/memory.py", {"soak", "chaos"}),
+    ],
+)
+def test_a_run_s_own_harness_module_selects_that_run_only(path: str, expected: set[str]) -> None:
+    assert set(areas_of(path)) == expected
+
+
 def test_files_no_scenario_covers_select_nothing() -> None:
     assert affected(["README.md", "CHANGELOG.md", "tests/test_preferences.py"]) == {}
 
