@@ -27,6 +27,10 @@ AIRFLOW = tuple(int(part) for part in version("apache-airflow").split(".")[:2])
 
 DAG_ID = "e2e_hyperpod"
 E2E_DAGS = (DAG_ID,)
+#: The deployment's id, configured: a cluster created outside the deployment is tagged with it before its
+#: groups are scaled here, as the HyperPod guide asks (the task role may UpdateCluster only such a cluster).
+DEPLOYMENT_ID = "af-e2e-hyperpod"
+E2E_ENV = {"AIRFLOW__SM_PREFS__DEPLOYMENT_ID": DEPLOYMENT_ID}
 GROUP = "gpu-workers"
 P5, P5E, P4D = "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p4d.24xlarge"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerHyperPodNodeRole"
@@ -151,6 +155,7 @@ def test_task_killed_between_update_taking_effect_and_its_answer_retries_and_rea
                 "LifeCycleConfig": LIFECYCLE,
             }
         ],
+        Tags=[{"Key": "sm-prefs:deployment", "Value": DEPLOYMENT_ID}],  # "tag an existing cluster once"
     )
     airflow.sm.advance(PROVISIONING + 1)
     assert described_group(airflow, cluster)["CurrentCount"] == 2
