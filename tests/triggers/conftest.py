@@ -140,7 +140,9 @@ class TriggererChannel:
             try:
                 result = await work()
                 others = asyncio.all_tasks() - {asyncio.current_task(), reading}
-                await asyncio.gather(*others)
+                # A task the wait left (the shared List loop, a client's idle close) may be cancelled as
+                # the wait ends: its CancelledError is its end, not the test's.
+                await asyncio.gather(*others, return_exceptions=True)
                 return result
             finally:
                 if reading is not None:
