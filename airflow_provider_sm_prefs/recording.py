@@ -54,7 +54,7 @@ class CapacityRecorder:
     """Pushes a try's outcome and record, and leaves a record for a try that fails.
 
     :param job_kind: ``training``, ``processing`` (the sensor's may be known only once rendered) or
-        ``hyperpod-group`` (``hyperpod_outcome.GROUP_KIND``).
+        ``hyperpod-group`` (:data:`~airflow_provider_sm_prefs.domain.kinds.GROUP_KIND`).
     :param region: the region the job runs in (read when a record is made; None when unknown).
     :param log: the task's logger.
     """

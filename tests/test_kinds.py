@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import boto3
 import pytest
 
-from airflow_provider_sm_prefs.domain.kinds import SPECS, JobKind, JobKindSpec, kind_of
+import airflow_provider_sm_prefs
+from airflow_provider_sm_prefs.domain import hyperpod_outcome, kinds
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND, SPECS, JobKind, JobKindSpec, kind_of
+from airflow_provider_sm_prefs.domain.record import CapacityRecord
+from airflow_provider_sm_prefs.operators.reconciler import EVERY_KIND, SageMakerJobReconcilerOperator
+from airflow_provider_sm_prefs.reconcile import groups
+from airflow_provider_sm_prefs.reconcile.__main__ import parse_args
+
+PACKAGE = Path(airflow_provider_sm_prefs.__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +128,41 @@ def test_the_facts_no_naming_rule_gives_are_the_documented_ones() -> None:
         False,
         100,
     )
+
+
+def _modules_spelling(value: str) -> list[str]:
+    """The package modules whose code holds the string constant ``value`` (docstrings mention it, never equal it)."""
+    return sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            isinstance(node, ast.Constant) and node.value == value
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
+
+
+def test_the_hyperpod_group_kind_is_spelt_once_in_the_kinds_module() -> None:
+    assert _modules_spelling("hyperpod-group") == ["domain/kinds.py"]
+
+
+def test_every_module_names_the_group_kind_of_the_kinds_module_and_its_persisted_value_holds() -> None:
+    assert GROUP_KIND == "hyperpod-group"  # in every capacity record and reconciler report already written
+    assert hyperpod_outcome.GROUP_KIND is kinds.GROUP_KIND and groups.GROUP_KIND is kinds.GROUP_KIND
+    assert GROUP_KIND not in {kind.value for kind in JobKind}  # a group has no JobKindSpec
+    record = CapacityRecord(
+        dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1, job_kind=GROUP_KIND
+    )
+    assert record.is_group and CapacityRecord.from_dict(record.as_dict()) == record
+
+
+def test_the_reconciler_command_and_operator_look_at_the_same_job_kinds() -> None:
+    assert tuple(kind.value for kind in JobKind) == EVERY_KIND
+    assert SageMakerJobReconcilerOperator(task_id="r").kinds == list(EVERY_KIND)
+    for kind in EVERY_KIND:
+        assert parse_args(["--kind", kind]).kinds == [kind]
+    # Groups are a switch of their own in both (``--no-hyperpod-groups``, ``hyperpod_groups=False``).
+    with pytest.raises(SystemExit):
+        parse_args(["--kind", GROUP_KIND])
+    with pytest.raises(ValueError, match=GROUP_KIND):
+        SageMakerJobReconcilerOperator(task_id="r", kinds=[GROUP_KIND])

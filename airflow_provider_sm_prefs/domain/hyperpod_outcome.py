@@ -4,7 +4,7 @@ accelerators and its cost next to the all-first-choice cost. Pure domain code: n
 HyperPod reports the mix in ``ClusterInstanceGroupDetails.InstanceTypeDetails`` (per type ``CurrentCount``);
 :func:`group_outcome` turns it into the :class:`GroupOutcome` handed to the next tasks. The capacity record
 carries the outcome's fields under the same names, as it does a job's (:mod:`.schema`), with
-``job_kind`` :data:`GROUP_KIND`.
+``job_kind`` :data:`~.kinds.GROUP_KIND` (importable from here too, as it always was).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from typing import Any
 
 from airflow_provider_sm_prefs.domain.catalog import UnknownInstanceTypeError, lookup
 from airflow_provider_sm_prefs.domain.hyperpod import MAX_GROUP_TYPES, FlexibleGroup, GroupPhase
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND as GROUP_KIND
 from airflow_provider_sm_prefs.domain.schema import OUTCOME_ONLY
-
-#: The ``job_kind`` of a HyperPod instance group's outcome and capacity record (a job's is a ``JobKind``).
-GROUP_KIND = "hyperpod-group"
 
 _TIMES = "\N{MULTIPLICATION SIGN}"
 

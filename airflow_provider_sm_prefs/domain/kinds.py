@@ -1,8 +1,11 @@
-"""The two SageMaker job kinds that accept instance preferences, and every fact that differs between them.
+"""The kinds of what the provider runs: the two SageMaker job kinds that accept instance preferences, with
+every fact that differs between them, and the HyperPod instance group.
 
-One frozen :class:`JobKindSpec` per kind: field names of the Create/Describe/List shapes, the boto3
+One frozen :class:`JobKindSpec` per job kind: field names of the Create/Describe/List shapes, the boto3
 operations, where the instance settings live, console and CloudWatch paths. Everything that must tell
 training from processing reads it here (``kind.spec.name_field``) instead of spelling the names again.
+A HyperPod instance group is no SageMaker job (no Create*/Describe* job operations, no spec): it is the
+one further kind, :data:`GROUP_KIND`, that capacity records and reconciler reports name.
 Pure: no Airflow, no boto.
 """
 
@@ -13,7 +16,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["SPECS", "JobKind", "JobKindSpec", "kind_of"]
+__all__ = ["GROUP_KIND", "SPECS", "JobKind", "JobKindSpec", "kind_of"]
+
+#: The ``job_kind`` of a HyperPod instance group's outcome and capacity record, and the ``kind`` of its
+#: row in a reconciler report (a job's is a :class:`JobKind` value). Persisted in XCom: never changes.
+GROUP_KIND = "hyperpod-group"
 
 
 class JobKind(str, Enum):

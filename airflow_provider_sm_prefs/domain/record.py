@@ -3,7 +3,7 @@
 Every try of the operators and the sensors leaves it in XCom under :data:`RECORD_KEY`, so what happened
 to each job — which entry ran, after how long, for how long, or why nothing ran — can be read back
 across runs from Airflow's own storage. A HyperPod instance group's try leaves one too, with ``job_kind``
-:data:`~airflow_provider_sm_prefs.domain.hyperpod_outcome.GROUP_KIND`: the group's fields instead of a
+:data:`~airflow_provider_sm_prefs.domain.kinds.GROUP_KIND`: the group's fields instead of a
 job's (nodes per type in list order, counts, time to InService, the mix's accelerators and cost). ``return_value`` and the per-field keys of
 :class:`~airflow_provider_sm_prefs.domain.outcome.XComKey` stay as they are; the record adds the task
 instance, the region, the failure kind and timestamps.
@@ -23,7 +23,8 @@ from typing import Any
 
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain import schema
-from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, GroupOutcome
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 
 __all__ = ["RECORD_KEY", "RECORD_VERSION", "CapacityRecord", "FailureKind", "TaskInstanceRef"]

@@ -32,12 +32,7 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     took_effect,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
-from airflow_provider_sm_prefs.domain.hyperpod_outcome import (
-    GROUP_KIND,
-    GroupOutcome,
-    group_outcome,
-    request_fields,
-)
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import GroupOutcome, group_outcome, request_fields
 from airflow_provider_sm_prefs.domain.hyperpod_rollback import (
     SCALE_UP_DESCRIPTION,
     RollbackResult,
@@ -47,6 +42,7 @@ from airflow_provider_sm_prefs.domain.hyperpod_rollback import (
 )
 from airflow_provider_sm_prefs.domain.identity import IDENTITY_XCOM_KEY, with_identity
 from airflow_provider_sm_prefs.domain.job_state import JobStateStore
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND
 from airflow_provider_sm_prefs.domain.service_model import cluster_instance_types
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message

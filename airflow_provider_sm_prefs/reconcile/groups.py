@@ -34,6 +34,7 @@ from airflow_provider_sm_prefs.domain.hyperpod_rollback import (
     scale_up_verdict,
 )
 from airflow_provider_sm_prefs.domain.identity import IdentityKey, tag_value
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND
 from airflow_provider_sm_prefs.domain.reconcile import Decision, JobOwner, Verdict, report_row
 from airflow_provider_sm_prefs.hooks.hyperpod import is_busy
 from airflow_provider_sm_prefs.hooks.retry import error_code, error_message
@@ -43,8 +44,6 @@ __all__ = ["GROUP_KIND", "GroupPass"]
 
 log = logging.getLogger(__name__)
 
-#: The report's ``kind`` of a group row.
-GROUP_KIND = "hyperpod-group"
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 
 

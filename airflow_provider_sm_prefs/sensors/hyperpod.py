@@ -21,7 +21,8 @@ from airflow_provider_sm_prefs.domain.hyperpod import (
     provisions_continuously,
 )
 from airflow_provider_sm_prefs.domain.hyperpod_event import GroupEvent
-from airflow_provider_sm_prefs.domain.hyperpod_outcome import GROUP_KIND, group_outcome, request_fields
+from airflow_provider_sm_prefs.domain.hyperpod_outcome import group_outcome, request_fields
+from airflow_provider_sm_prefs.domain.kinds import GROUP_KIND
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
