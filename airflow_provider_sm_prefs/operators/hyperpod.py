@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
 from airflow_provider_sm_prefs.compat import AirflowFailException, set_variable
 from airflow_provider_sm_prefs.domain import exceptions as errors
@@ -47,6 +47,7 @@ from airflow_provider_sm_prefs.domain.service_model import cluster_instance_type
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.hyperpod import SageMakerHyperPodHook, busy_rollback_message
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+from airflow_provider_sm_prefs.operators.aws_task import AwsWaitingTask
 from airflow_provider_sm_prefs.operators.identity import identity_of, identity_tags_enabled
 from airflow_provider_sm_prefs.operators.task_try import try_number_of
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
@@ -83,7 +84,7 @@ class Wait:
     continuous: bool = False
 
 
-class SageMakerHyperPodGroupOperator(BaseOperator):
+class SageMakerHyperPodGroupOperator(AwsWaitingTask[SageMakerHyperPodHook]):
     """Create a HyperPod cluster with a flexible instance group, add the group, or scale it, and wait.
 
     :param cluster_name: the HyperPod cluster (templated).
@@ -133,6 +134,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         "cluster_config",
     )
     ui_color = "#b9d7f4"
+    aws_hook_class = SageMakerHyperPodHook
 
     def __init__(
         self,
@@ -148,14 +150,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         accept_after: float | timedelta | None = None,
         max_pending: float | timedelta | None = None,
         rollback_on_failure: bool = True,
-        deferrable: bool = True,
-        poll_interval: float = 30.0,
-        min_defer_seconds: float | None = None,
         identity_tags: bool = True,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -170,14 +165,7 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self.accept_after = accept_after
         self.max_pending = max_pending
         self.rollback_on_failure = rollback_on_failure
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.min_defer_seconds = min_defer_seconds
         self.identity_tags = identity_tags
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
         self._identity: dict[str, str] | None = None
         #: What CreateCluster sends: ``cluster_config`` with the try's identity tags, once execute checked it.
         self._create_config: Mapping[str, Any] | None = cluster_config
@@ -186,10 +174,6 @@ class SageMakerHyperPodGroupOperator(BaseOperator):
         self._max_pending = seconds_of(max_pending, "max_pending")
         if not _templated(instance_types, instance_count, min_instance_count, group_name):
             self._group(allowed_types=None)
-
-    @cached_property
-    def hook(self) -> SageMakerHyperPodHook:
-        return SageMakerHyperPodHook(**AwsSettings.of(self).hook_kwargs())
 
     @cached_property
     def recorder(self) -> CapacityRecorder:

@@ -13,9 +13,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
+from airflow_provider_sm_prefs.operators.aws_task import AwsTask
 
 __all__ = ["METRICS_PREFIX", "SageMakerJobReconcilerOperator", "emit_metrics"]
 
@@ -58,12 +60,14 @@ def _as_bool(value: Any) -> bool:
 EVERY_KIND: tuple[str, ...] = tuple(job_kind.value for job_kind in JobKind)
 
 
-class SageMakerJobReconcilerOperator(BaseOperator):
+class SageMakerJobReconcilerOperator(AwsTask[SageMakerPreferenceHook]):
     """Stop the provider's running jobs whose owning task instance is gone, and scale back the HyperPod
     groups whose last scale-up outlived its task (dry run by default).
 
     :param aws_conn_id: the amazon provider's ``aws`` connection.
     :param region_name: AWS region (default: the connection's).
+    :param verify: TLS verification, as for every amazon provider hook.
+    :param botocore_config: a botocore config dict.
     :param dry_run: decide and report only (default True); False stops the jobs decided STOP. Templated:
         a rendered string counts as False only when it reads ``false``, ``0`` or ``no``.
     :param deployment_id: judge the jobs of this deployment (default: ``[sm_prefs] deployment_id`` or the
@@ -78,12 +82,11 @@ class SageMakerJobReconcilerOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("deployment_id", "region_name", "dry_run_mode")
+    aws_hook_class = SageMakerPreferenceHook
 
     def __init__(
         self,
         *,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
         dry_run: bool | str = True,
         deployment_id: str | None = None,
         max_calls_per_second: float | None = 5.0,
@@ -93,8 +96,6 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
         # BaseOperator.dry_run is a method: the argument lives under another attribute name.
         self.dry_run_mode = dry_run
         self.deployment_id = deployment_id
@@ -104,12 +105,11 @@ class SageMakerJobReconcilerOperator(BaseOperator):
         self.hyperpod_groups = hyperpod_groups
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
         from airflow_provider_sm_prefs.operators.identity import deployment_id, legacy_deployment_ids
         from airflow_provider_sm_prefs.reconcile import Reconciler, TaskSdkTaskStates
 
         reconciler = Reconciler(
-            SageMakerPreferenceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
+            self.hook,
             TaskSdkTaskStates(context["ti"]),
             self.deployment_id or deployment_id(),
             dry_run=_as_bool(self.dry_run_mode),
