@@ -58,7 +58,8 @@ class GuardrailCheck:
     :param job_kind: the kind of job the list is for.
     :param values: the arguments named in :data:`GUARDRAIL_FIELDS`, in that order (rendered, or literal
         at DAG parse time).
-    :param max_pending: the operator's ``max_pending`` (a pruned list is rebuilt with it).
+    :param max_pending: the operator's ``max_pending``, in seconds or as given (a pruned list is rebuilt
+        with it).
     :param log: the task's logger.
     """
 
@@ -166,9 +167,10 @@ class GuardrailCheck:
         if len(report.kept) == len(prefs):
             return request, prefs, report
         # Windows as written stay with their entries (an excluded entry never reappears in a later stage).
-        kept = prefs.keep(report.kept).as_list()
+        # The kept entries as parsed (not re-read from their JSON form); the request is checked again.
+        kept = prefs.keep(report.kept)
         request, submitted = build_request(
-            self.job_kind, without_list(self.job_kind, config), kept, to_seconds(self.max_pending)
+            self.job_kind, without_list(self.job_kind, config), kept, self._max_pending_seconds()
         )
         self.log.info(
             "Submitting %d of %d entries (ranks %s of the list as written): %s",
@@ -178,6 +180,11 @@ class GuardrailCheck:
             submitted.describe(default_count),
         )
         return request, submitted, report
+
+    def _max_pending_seconds(self) -> int | None:
+        """``max_pending`` in seconds: the operator converts it once and passes the seconds."""
+        given = self.max_pending
+        return given if given is None or type(given) is int else to_seconds(given)
 
 
 def with_guardrails(

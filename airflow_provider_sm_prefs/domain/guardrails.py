@@ -248,11 +248,7 @@ class GuardrailReport:
 
     def apply(self, outcome: CapacityOutcome) -> CapacityOutcome:
         """The outcome with ranks and ``preferences`` of the list as written, and the cost fields."""
-        authored = InstancePreferenceList.from_response(self.authored, outcome.job_kind)
-        try:
-            rank: int | None = authored.rank_of(outcome.selected_instance_type)
-        except KeyError:
-            rank = outcome.preference_rank
+        rank = self.authored_rank(outcome)
         hourly = self.cluster_cost(outcome.selected_instance_type, outcome.selected_instance_count)
         first = self.first_choice_cost()
         increase = round(hourly / first - 1, 4) if hourly is not None and first else None
@@ -272,6 +268,28 @@ class GuardrailReport:
             excluded=list(self.excluded),
             unchecked=list(self.unchecked),
         )
+
+    def authored_rank(self, outcome: CapacityOutcome) -> int | None:
+        """The outcome's rank in the list as written: its carried rank (in the submitted list, which holds
+        the entries at ranks :attr:`kept` of ``authored``) mapped through :attr:`kept`.
+
+        The rank was computed where the selection was first known (the trigger's event or the Describe);
+        it is not looked up again. Only an outcome whose carried rank does not name its selected type in
+        the list as written (an outcome not of the submitted list) is looked up by its type.
+        """
+        carried = outcome.preference_rank
+        if carried is not None and 0 < carried <= len(self.kept):
+            rank = self.kept[carried - 1]
+            if (
+                0 < rank <= len(self.authored)
+                and _type_at(self.authored, rank) == outcome.selected_instance_type
+            ):
+                return rank
+        authored = InstancePreferenceList.from_response(self.authored, outcome.job_kind)
+        try:
+            return authored.rank_of(outcome.selected_instance_type)
+        except KeyError:
+            return carried
 
     def selection_note(self, outcome: CapacityOutcome) -> str | None:
         """One plain line on what the selection costs, and a fall from a training plan to On-Demand."""
@@ -446,3 +464,11 @@ def evaluate(
         unchecked=unchecked,
         warnings=warnings,
     )
+
+
+def _type_at(entries: list[dict[str, Any]], rank: int) -> str | None:
+    """The instance type at 1-based ``rank`` of a list in ``as_list()`` form (API-cased entries too)."""
+    entry = entries[rank - 1]
+    if isinstance(entry, Mapping):
+        return entry.get("instance_type") or entry.get("InstanceType")
+    return str(entry)

@@ -192,12 +192,14 @@ def outcome_from_describe(
         count = cluster.get("InstanceCount")
     if instance_type is None:
         raise ValueError(f"job {job_name!r} has no selected instance type yet")
+    # The rank is computed here, where the selection is first known, and only here: the event carries
+    # it, and the guardrails map it to the list as written (GuardrailReport.apply) without looking again.
     rank: int | None
     try:
         rank = preferences.rank_of(instance_type) if len(preferences) else 1
     except KeyError:
         rank = None
-    entry = preferences.entry_for(instance_type) if rank and len(preferences) else None
+    entry = preferences[rank - 1] if rank and len(preferences) else None
     if count is None and entry is not None:
         count = entry.instance_count
     plan_backed = bool(entry and entry.training_plan_arn)

@@ -104,7 +104,12 @@ def check_request(
                 f"{FIELD}: missing; pass instance_preferences=[...] or set {job_kind.cluster_field}.InstancePreferences"
             ]
         )
-    prefs, problems = _parse_literal(raw, job_kind)
+    problems: list[str]
+    if isinstance(raw, InstancePreferenceList) and raw.kind is job_kind:
+        # Already parsed (its construction checked the list's own rules): only the request is checked.
+        prefs, problems = raw, []
+    else:
+        prefs, problems = _parse_literal(raw, job_kind)
     if problems:
         # Also report the request-level rules, so one run shows every problem.
         with contextlib.suppress(Exception):  # the list problems are what matter; never mask them

@@ -49,7 +49,7 @@ class Stage:
     def preferences(self, submitted: InstancePreferenceList) -> InstancePreferenceList:
         """This stage's list, as sent to AWS (windows are ours: they are dropped)."""
         entries: list[InstancePreference] = [replace(submitted[r - 1], accept_after=None) for r in self.ranks]
-        return InstancePreferenceList(entries, submitted.kind)
+        return InstancePreferenceList._from_parsed(entries, submitted.kind)  # entries of a checked list
 
     @property
     def is_last(self) -> bool:

@@ -203,8 +203,9 @@ class SageMakerPreferenceHook(ProviderAwsHook):
         match = _QUOTA_TYPE.search(message)
         instance_type = match.group(1) if match else None
         where = ""
-        if instance_type and instance_type in preferences.instance_types:
-            index = preferences.rank_of(instance_type) - 1
+        types = preferences.instance_types
+        if instance_type and instance_type in types:
+            index = types.index(instance_type)
             where = (
                 f"instance_preferences[{index}] ({instance_type}) lacks quota; SageMaker checks every entry "
                 f"at its count, so raise that quota or drop the entry. "

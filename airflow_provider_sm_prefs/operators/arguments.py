@@ -16,6 +16,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_sm_prefs.callbacks import STOP_UNATTENDED_JOB, with_job_stop
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.guardrail_check import GUARDRAIL_FIELDS
 from airflow_provider_sm_prefs.job_logs import DEFAULT_MAX_LOG_LINES
 from airflow_provider_sm_prefs.links import (
@@ -28,6 +29,7 @@ from airflow_provider_sm_prefs.operators.parse_time import (
     plain_literals,
     stored_preferences,
 )
+from airflow_provider_sm_prefs.operators.rendered import Derived, RenderedArguments
 from airflow_provider_sm_prefs.operators.task_try import NO_TRY
 from airflow_provider_sm_prefs.recording import TryProgress
 
@@ -81,6 +83,14 @@ class PreferenceOperatorArguments(BaseOperator):
     prices: Any
     identity_tags: bool
     finish_in_triggerer: bool
+    #: The list as last parsed: at DAG parse time when literal, then in each try after templating.
+    _preferences: InstancePreferenceList | None
+    #: The rendered arguments, checked (:meth:`~.sagemaker.SageMakerPreferenceBaseOperator.prepare`).
+    _rendered: Derived[RenderedArguments]
+    #: The rendered config, decoded.
+    _config: Derived[Any]
+    #: ``max_pending`` in seconds.
+    _pending: Derived[int | None]
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:
@@ -158,9 +168,14 @@ class PreferenceOperatorArguments(BaseOperator):
             _try=NO_TRY,
             _guardrails=None,
             _windows=None,
+            _rendered=Derived(),
+            _config=Derived(),
+            _pending=Derived(),
+            _waited=None,
         )
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
-        check_literal_arguments(
+        # The list parsed here is kept (execute parses the rendered list once more, after templating).
+        vars(self)["_preferences"] = check_literal_arguments(
             self.job_kind,
             config,
             self.instance_preferences,

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_provider_sm_prefs.domain import lineage
 from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.domain.preferences import build_request, to_seconds
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request, to_seconds
+from airflow_provider_sm_prefs.operators.rendered import RenderedArguments
 from airflow_provider_sm_prefs.recording import TryProgress
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def operator_lineage(
     progress: TryProgress,
     *,
     finished: bool,
+    arguments: Callable[[], tuple[dict[str, Any], InstancePreferenceList]] | None = None,
 ) -> OperatorLineage[Any, Any]:
     """The task's lineage: the request's S3 inputs and outputs, and the capacity run facet.
 
@@ -42,13 +44,17 @@ def operator_lineage(
     :param progress: this try's progress (its job name, the list as validated, the outcome pushed).
     :param finished: the task ended: report the outcome (the selected entry, its rank, the wait, costs,
         and for a completed training job the model artifact instead of the output prefix).
+    :param arguments: gives the request and the list as the task checked them (the operator's, parsed
+        once per rendering); None: built here from ``config``, ``instance_preferences`` and ``max_pending``.
     """
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors.base import OperatorLineage
 
     from airflow_provider_sm_prefs.operators.lineage_facet import SageMakerCapacityRunFacet
 
-    request, preferences = _lineage_request(kind, config, instance_preferences, max_pending, progress)
+    request, preferences = _lineage_request(
+        kind, config, instance_preferences, max_pending, progress, arguments
+    )
     outcome = progress.outcome if finished else None
     job_name = progress.job_name or kind.spec.name_of(request)
     facet = SageMakerCapacityRunFacet(**lineage.capacity_facet_fields(kind, preferences, outcome, job_name))
@@ -68,6 +74,7 @@ def _lineage_request(
     instance_preferences: Any,
     max_pending: Any,
     progress: TryProgress,
+    arguments: Callable[[], tuple[dict[str, Any], InstancePreferenceList]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The Create* request and the list as written; ``({}, [])`` parts where they do not validate."""
     try:
@@ -77,7 +84,10 @@ def _lineage_request(
     if not isinstance(rendered, Mapping):
         return {}, []
     try:
-        request, prefs = build_request(kind, rendered, instance_preferences, to_seconds(max_pending))
+        if arguments is not None:
+            request, prefs = arguments()
+        else:
+            request, prefs = build_request(kind, rendered, instance_preferences, to_seconds(max_pending))
     except (InvalidInstancePreferencesError, ValueError, TypeError):
         # The task fails on it with the full message; lineage still names the datasets.
         return dict(rendered), list(progress.preferences)
@@ -121,6 +131,8 @@ class OperatorLineageMethods:
     _progress: TryProgress
     #: The operator's: the config as rendered for this try.
     _rendered_config: Callable[[], Any]
+    #: The operator's: the rendered arguments, checked (parsed once per rendering).
+    _arguments: Callable[[], RenderedArguments]
 
     def _lineage(self, *, finished: bool) -> OperatorLineage[Any, Any]:
         return operator_lineage(
@@ -130,7 +142,12 @@ class OperatorLineageMethods:
             self.max_pending,
             self._progress,
             finished=finished,
+            arguments=self._checked_request,
         )
+
+    def _checked_request(self) -> tuple[dict[str, Any], InstancePreferenceList]:
+        rendered = self._arguments()
+        return rendered.request, rendered.preferences
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
         """The request's S3 inputs and outputs, and the preference list (nothing selected yet)."""

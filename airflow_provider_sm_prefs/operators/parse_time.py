@@ -70,11 +70,13 @@ def check_literal_arguments(
     max_pending: Any,
     guardrails: tuple[Any, ...],
     log: Any,
-) -> None:
+) -> InstancePreferenceList | None:
     """Fail the DAG import on literal arguments that break a documented rule; templated ones wait for
     ``execute``.
 
     :param guardrails: the values of the guardrail arguments, in ``GUARDRAIL_FIELDS`` order.
+    :returns: the list, parsed, when the request's arguments are literal (None when templated): the
+        operator keeps it rather than parsing the list again.
     """
     request = (config, instance_preferences, max_pending if isinstance(max_pending, str) else None)
     everything_literal = not has_template((request, guardrails))  # one pass for the common case
@@ -83,3 +85,4 @@ def check_literal_arguments(
         prefs = check_request(kind, config, instance_preferences, to_seconds(max_pending))
     if everything_literal or not has_template(guardrails):
         GuardrailCheck(kind, guardrails, max_pending, log).check_at_parse_time(prefs, config)
+    return prefs

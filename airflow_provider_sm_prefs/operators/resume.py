@@ -17,9 +17,10 @@ from airflow.sdk import Context
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.events import CapacityEvent, EventStatus
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request, to_seconds
+from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.status import WaitFor
 from airflow_provider_sm_prefs.domain.windows import StageLimits
+from airflow_provider_sm_prefs.operators.rendered import RenderedArguments
 from airflow_provider_sm_prefs.operators.task_try import TaskTry
 from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows, KeepJob, NextStage
 from airflow_provider_sm_prefs.recording import CapacityRecorder, TryProgress
@@ -42,6 +43,8 @@ class ResumeMethods:
     _progress: TryProgress
     _guardrails: dict[str, Any] | None
     _windows: AcceptanceWindows | None
+    #: The list this process last waited with (:meth:`_wait`), if any.
+    _waited: InstancePreferenceList | None
 
     if TYPE_CHECKING:
         log: Any
@@ -53,6 +56,7 @@ class ResumeMethods:
         def completion(self) -> WaitCompletion: ...
         def _begin_try(self, context: Context) -> tuple[TaskTry, AcceptanceWindows]: ...
         def _rendered_config(self) -> Any: ...
+        def _arguments(self) -> RenderedArguments: ...
         def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None: ...
         def _wait(
             self, run: TaskTry, wait_for: WaitFor, prefs: InstancePreferenceList, deadline: float | None
@@ -142,7 +146,7 @@ class ResumeMethods:
             )
         stages = self._windows.state if self._windows is not None else None
         listed = stages.submitted if stages is not None else None
-        prefs = listed or InstancePreferenceList.from_response(self._progress.preferences, self.job_kind)
+        prefs = listed or self._submitted_list(self._progress.preferences)
         self._progress.job_name = state.job_name
         self.log.warning(
             "The wait for %s ended without an event (a trigger run in the task's process stopped early): "
@@ -172,22 +176,25 @@ class ResumeMethods:
             run.context, received, progress, selection=True, stages=self._windows.with_stages
         )
         if self.wait_for_completion and not received.job_ended:
-            prefs = InstancePreferenceList.from_response(preferences or outcome.preferences, self.job_kind)
+            prefs = stages.submitted if stages else self._submitted_list(preferences or outcome.preferences)
             return self._wait(run, WaitFor.COMPLETION, prefs, None)
         return result
 
     def _preferences_of_resume(self, given: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         """The list the job was submitted with: the deferral's own, else (``dag.test()`` resumes with the
-        event alone) the rendered arguments' list, which ``execute`` checked and submitted."""
+        event alone) the rendered arguments' list, which ``execute`` checked and submitted (parsed once per
+        rendered values: a resume in the process that ran ``execute`` reads what it parsed)."""
         if given is not None:
             return list(given)
         try:
-            _, prefs = build_request(
-                self.job_kind,
-                self._rendered_config(),
-                self.instance_preferences,
-                to_seconds(self.max_pending),
-            )
+            return self._arguments().preferences.as_list()
         except errors.InvalidInstancePreferencesError:
             return []
-        return prefs.as_list()
+
+    def _submitted_list(self, preferences: list[dict[str, Any]]) -> InstancePreferenceList:
+        """The list a wait reports against, from its JSON form: the one this process waited with when it
+        is that list (a wait outside the triggerer, ``dag.test()``), else read from the form."""
+        waited = self._waited
+        if waited is not None and waited.as_list() == preferences:
+            return waited
+        return InstancePreferenceList.from_response(preferences, self.job_kind)

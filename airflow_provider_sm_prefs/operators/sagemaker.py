@@ -17,7 +17,7 @@ What a try does when its wait ends (the resume methods) reads on in :mod:`~.resu
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
@@ -55,6 +55,7 @@ from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArgu
 from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
 from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
 from airflow_provider_sm_prefs.operators.openlineage import OperatorLineageMethods
+from airflow_provider_sm_prefs.operators.rendered import RenderedArguments, decode_config
 from airflow_provider_sm_prefs.operators.resume import ResumeMethods
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
 from airflow_provider_sm_prefs.operators.task_try import TaskTry
@@ -179,26 +180,45 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
     def guardrail_check(self) -> GuardrailCheck:
         """The guardrails of the rendered arguments."""
         values = tuple(getattr(self, name) for name in GUARDRAIL_FIELDS)
-        return GuardrailCheck(self.job_kind, values, self.max_pending, self.log)
+        return GuardrailCheck(self.job_kind, values, self._max_pending_seconds(), self.log)
 
     # -- preparation -----------------------------------------------------------------------------------
     def prepare(self) -> tuple[dict[str, Any], InstancePreferenceList, float | None]:
         """Validate the rendered arguments; return the request, the list and the client-side deadline."""
-        max_pending = to_seconds(self.max_pending)
-        request, prefs = build_request(
-            self.job_kind, self._rendered_config(), self.instance_preferences, max_pending
-        )
-        if max_pending is None and not self.job_kind.spec.pending_limit:
+        rendered = self._arguments()
+        prefs = rendered.preferences
+        if rendered.max_pending is None and not self.job_kind.spec.pending_limit:
             self.log.warning(
                 "No max_pending: SageMaker documents no limit on how long a %s job waits for capacity; "
                 "set max_pending to bound it.",
                 self.job_kind.value,
             )
-        return request, prefs, self._deadline(prefs)
+        # build_request's request is the try's own to change (its job name, the guardrails' list).
+        return copy.deepcopy(rendered.request), prefs, self._deadline(prefs)
+
+    def _arguments(self) -> RenderedArguments:
+        """The rendered arguments, checked: the config decoded, ``max_pending`` converted and the list
+        parsed once per rendering (a resume in the same process reads what ``execute`` found).
+
+        :raises InvalidInstancePreferencesError: naming each broken rule and its fix.
+        """
+        sources = (self.config, self.instance_preferences, self.max_pending)
+        rendered = self._rendered.get(sources, self._check_arguments)
+        self._preferences = rendered.preferences
+        return rendered
+
+    def _check_arguments(self) -> RenderedArguments:
+        config, max_pending = self._rendered_config(), self._max_pending_seconds()
+        request, prefs = build_request(self.job_kind, config, self.instance_preferences, max_pending)
+        return RenderedArguments(config, request, prefs, max_pending)
+
+    def _max_pending_seconds(self) -> int | None:
+        """``max_pending`` in seconds, converted once per rendering."""
+        return self._pending.get((self.max_pending,), lambda: to_seconds(self.max_pending))
 
     def _total_pending(self, request: Mapping[str, Any]) -> int | None:
         """The bound of the whole wait: max_pending, else the config's MaxPendingTimeInSeconds."""
-        given = to_seconds(self.max_pending)
+        given = self._max_pending_seconds()
         if given is not None:
             return given
         stopping = request.get("StoppingCondition")
@@ -209,20 +229,13 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
             return None
 
     def _rendered_config(self) -> Any:
-        """The rendered config (a string of JSON is read); anything but a dict is reported by build_request."""
-        config = self.config
-        if isinstance(config, str):
-            try:
-                config = json.loads(config)
-            except ValueError:
-                raise errors.InvalidInstancePreferencesError(
-                    ["config: rendered to a string that is not JSON"]
-                ) from None
-        return config
+        """The rendered config (a string of JSON is read, once per rendering); anything but a dict is
+        reported by build_request."""
+        return self._config.get((self.config,), lambda: decode_config(self.config))
 
     def _deadline(self, prefs: InstancePreferenceList) -> float | None:
         """The client-side deadline: max_pending where SageMaker enforces none (processing, CPU-only)."""
-        max_pending = to_seconds(self.max_pending)
+        max_pending = self._max_pending_seconds()
         server_enforced = self.job_kind.spec.pending_limit and prefs.waits_for_capacity
         deadline = None if server_enforced else max_pending
         return float(deadline) if deadline else None
@@ -236,7 +249,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
         """
         if self._try.context is not context:
             self._try = TaskTry.of(context)
-            self._progress, self._windows, self._guardrails = TryProgress(), None, None
+            self._progress, self._windows, self._guardrails, self._waited = TryProgress(), None, None, None
         if self._windows is None:
             self._windows = AcceptanceWindows(
                 self.job_kind, self.hook, self._try.store, self._progress, self.log
@@ -370,6 +383,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
             "guardrails": self._guardrails,
             "deferred_by_try": run.try_number,  # a resume in another try starts that try over
         }
+        self._waited = prefs  # a resume in this process reads it instead of the kwargs' JSON form
         wait = Wait(job_name, wait_for, prefs, deadline, self._claim(run, job_name))
         if not self.deferrable:
             event = waits.run_here(wait, windows)

@@ -261,7 +261,7 @@ class AcceptanceWindows:
         if stopping.pop("MaxPendingTimeInSeconds", None) is not None:
             base["StoppingCondition"] = stopping
         stage_list = self.state.current.preferences(self.state.submitted)
-        request, _ = build_request(self.job_kind, base, stage_list.as_list(), limits.server_pending)
+        request, _ = build_request(self.job_kind, base, stage_list, limits.server_pending)
         request[self.job_kind.spec.name_field] = job_name
         self.log.info(
             "Stage %d: submitting %s as %s%s",
