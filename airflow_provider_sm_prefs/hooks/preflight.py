@@ -197,7 +197,11 @@ class PreflightLookups:
     def _plan_facts(self, arn: str, facts: Facts) -> None:
         try:
             response = retry_sync(
-                lambda: self.hook.conn.describe_training_plan(TrainingPlanName=arn),
+                # preflight's client (two requests at most), not the hook's: a plan check that cannot reach
+                # SageMaker is reported unchecked in seconds instead of after the submit path's long retries
+                lambda: self._client("sagemaker", self.hook.conn_region_name).describe_training_plan(
+                    TrainingPlanName=arn
+                ),
                 "DescribeTrainingPlan",
                 PREFLIGHT_RETRY,
             )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import botocore.endpoint
 import pytest
 
 from airflow_provider_sm_prefs.domain.kinds import JobKind
-from airflow_provider_sm_prefs.hooks.preflight import TtlCache, clear_cache, usd_per_hour
+from airflow_provider_sm_prefs.hooks.preflight import PREFLIGHT_ATTEMPTS, TtlCache, clear_cache, usd_per_hour
 from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
 
 P5, P4D, G5 = "ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge"
@@ -84,9 +86,22 @@ def test_an_unreachable_endpoint_is_unchecked(monkeypatch: pytest.MonkeyPatch) -
         ),
     )
     monkeypatch.setattr("airflow_provider_sm_prefs.hooks.preflight.PREFLIGHT_RETRY", _no_retry())
+    sent: list[str] = []
+    send = botocore.endpoint.Endpoint._send
+
+    def counted(endpoint: Any, request: Any) -> Any:
+        sent.append(request.headers.get("X-Amz-Target", b"").decode() or request.url)
+        return send(endpoint, request)
+
+    monkeypatch.setattr(botocore.endpoint.Endpoint, "_send", counted)
     facts = look()
     assert facts.quotas == {} and facts.prices == {}
     assert all("Could not connect" in line or "EndpointConnectionError" in line for line in facts.unchecked)
+    # Every look-up (quotas, the plan, prices) is a convenience: two requests each at most, the training
+    # plan's included (it once went through the submit path's client and its ten).
+    per_operation = Counter(target.rsplit(".", 1)[-1] for target in sent)
+    assert set(per_operation) == {"ListServiceQuotas", "DescribeTrainingPlan", "GetProducts"}, per_operation
+    assert max(per_operation.values()) <= PREFLIGHT_ATTEMPTS, per_operation
 
 
 def _no_retry() -> Any:
