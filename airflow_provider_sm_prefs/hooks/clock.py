@@ -71,11 +71,14 @@ class ServiceClock:
     def wait_for(self, loop: float, since: datetime, seconds: float | None, cap: float) -> float:
         """``cap``, or less: this process's seconds from ``loop`` until the service's clock is ``seconds``
         past ``since`` (None: ``cap``), at its rate, never less than :data:`FLOOR`; while no rate is
-        measured yet, no more than the span that measures one."""
-        now = self.now(loop)
-        if seconds is None or now is None:
+        measured yet (or the service not read at all: the first pass has not answered), no more than the
+        span that measures one."""
+        if seconds is None:
             return cap
         if not self.measured:
             cap = min(cap, self.MIN_SPAN + 0.5)
+        now = self.now(loop)
+        if now is None:
+            return cap
         left = seconds - (now - since).total_seconds()
         return max(self.FLOOR, min(cap, left / self.rate))

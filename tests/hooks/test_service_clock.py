@@ -9,10 +9,16 @@ from airflow_provider_sm_prefs.hooks.clock import ServiceClock
 T0 = datetime(2026, 9, 15, 2, tzinfo=timezone.utc)
 
 
-def test_before_any_answer_there_is_no_service_time_and_a_wait_is_its_cap() -> None:
+def test_before_any_answer_there_is_no_service_time_and_a_timed_wait_is_no_longer_than_a_measurement() -> (
+    None
+):
     clock = ServiceClock()
     assert clock.now(10.0) is None
-    assert clock.wait_for(10.0, T0, 7200.0, 30.0) == 30.0
+    # A wait for a service time (a window's close) that starts before the first List pass has answered is
+    # as short as one with a single answer: a whole cap (the poll interval) could carry it past its time
+    # on a compressed clock. Without a service time to wait for, the cap.
+    assert clock.wait_for(10.0, T0, 7200.0, 30.0) == ServiceClock.MIN_SPAN + 0.5
+    assert clock.wait_for(10.0, T0, None, 30.0) == 30.0
     # One answer: no rate yet, so the wait is no longer than the span that measures one.
     clock.observe(T0, 10.0)
     assert clock.wait_for(10.0, T0, 7200.0, 30.0) == ServiceClock.MIN_SPAN + 0.5

@@ -459,19 +459,19 @@ def test_a_job_that_ended_before_its_trigger_started_is_reported_on_the_first_pa
 
 
 def test_a_window_on_a_compressed_clock_closes_near_its_time_not_at_the_next_list_pass(sm: Any) -> None:
-    # The offline SageMaker at 120x: the shared List loop passes every 30 s (one emulated hour); the window
-    # closes 2.5 emulated hours after creation, 75 s from now, between two passes. The trigger follows the
-    # service clock's measured rate and reports the window about then; at the next pass (90 s, 3 emulated
-    # hours) it would be half an hour late, and at 240x (as in a dag.test() of a nightly) two hours late.
+    # The offline SageMaker at 240x: the shared List loop passes every 30 s (two emulated hours); the
+    # window closes 1.25 emulated hours after creation, 19 s from now, between two passes. The trigger
+    # follows the service clock's measured rate and reports the window about then; at the next pass (30 s,
+    # two emulated hours) it would be three quarters of an hour late.
     sm.load_scenario(
-        {"time_scale": 120, "job_runtime_seconds": 86400, "capacity": {G6: [{"from": 0, "free": 0}], G5: []}}
+        {"time_scale": 240, "job_runtime_seconds": 86400, "capacity": {G6: [{"from": 0, "free": 0}], G5: []}}
     )
     submit(sm, "windowed")
     event = asyncio.run(
-        first_event(trigger("windowed", poll_interval=30.0, window_closes_after_seconds=9000.0))
+        first_event(trigger("windowed", poll_interval=30.0, window_closes_after_seconds=4500.0))
     )
     assert event["status"] == "escalate", event  # EventStatus.WINDOW_CLOSED
     described = sm.boto3_client("sagemaker").describe_training_job(TrainingJobName="windowed")
     waited = (service_now(described) - described["CreationTime"]).total_seconds()
-    # 2.5 h, plus at most 15 s of this host's time (half an hour at 120x) for a loaded machine.
-    assert 9000 <= waited < 10800, waited
+    # 1.25 h, plus less than the next pass's 0.75 h (11 s of this host's time) for a loaded machine.
+    assert 4500 <= waited < 7200, waited
