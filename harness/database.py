@@ -5,6 +5,7 @@ through Airflow's own models in the deployment's environment.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -81,7 +82,18 @@ class MetadataDatabase:
         }
 
     def migrate(self, env: Mapping[str, str], timeout: float) -> None:
-        """``airflow db migrate`` with the deployment's environment; its output in ``db-migrate.log``."""
+        """``airflow db migrate`` with the deployment's environment; its output in ``db-migrate.log``.
+
+        On PostgreSQL, the first migration of an Airflow release leaves its result in
+        :func:`migrated_dump` (``pg_dump``, plain SQL): every later deployment on the same Airflow loads it
+        in a fraction of a second instead of migrating again (about 30 s of a loaded 2-core machine per
+        deployment). The dump holds the schema and the rows a migration seeds, nothing of a run.
+        """
+        cached = migrated_dump(self.backend)
+        if self.postgres is not None and cached is not None and cached.exists():
+            self.postgres.restore(cached.read_bytes())
+            (self.log_dir / "db-migrate.log").write_text(f"restored the migrated database from {cached}\n")
+            return
         log = self.log_dir / "db-migrate.log"
         with log.open("wb") as out:
             result = subprocess.run(
@@ -94,6 +106,11 @@ class MetadataDatabase:
             )
         if result.returncode != 0:
             raise DeploymentError(f"airflow db migrate failed; see {log}")
+        if self.postgres is not None and cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
+            partial.write_bytes(self.postgres.dump())
+            partial.replace(cached)  # atomic: a deployment starting meanwhile reads all of it or none
 
     def create_teams(self, env: Mapping[str, str], teams: Sequence[str], timeout: float = 120.0) -> None:
         """``airflow teams create`` for each of ``teams`` (after :meth:`migrate`)."""
@@ -105,6 +122,26 @@ class MetadataDatabase:
         if self.postgres is not None:
             return self.postgres.dump()
         return b"".join(path.read_bytes() for path in sorted(self.home.glob("airflow.db*")))
+
+
+#: Where migrated databases are kept (``SM_PREFS_MIGRATED_DB_CACHE``; empty: migrate every time).
+MIGRATED_CACHE = REPO_ROOT / "build" / "migrated-db"
+
+
+def migrated_dump(backend: str) -> Path | None:
+    """The dump of a database migrated by this environment's Airflow (its version, its interpreter, the
+    PostgreSQL server's binaries), or None when not cached (SQLite, or the cache turned off)."""
+    if backend != "postgres":
+        return None
+    setting = os.environ.get("SM_PREFS_MIGRATED_DB_CACHE")
+    if setting == "":
+        return None
+    from importlib.metadata import version
+
+    key = hashlib.sha256(
+        "\0".join((version("apache-airflow"), sys.prefix, str(postgres.bin_dir()))).encode()
+    ).hexdigest()[:16]
+    return Path(setting or MIGRATED_CACHE) / f"airflow-{version('apache-airflow')}-{key}.sql"
 
 
 def run_python(env: Mapping[str, str], code: str, timeout: float = 120.0) -> str:

@@ -144,6 +144,36 @@ class LocalPostgres:
         )
         return result.stdout
 
+    def restore(self, dump: bytes) -> None:
+        """Load a :meth:`dump` (plain SQL) into this server's empty database; stops at the first error."""
+        assert self._bin is not None
+        result = subprocess.run(
+            [
+                *self._as,
+                str(self._bin / "psql"),
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "-d",
+                self.database,
+            ],
+            input=dump,
+            capture_output=True,
+            timeout=120,
+            check=False,
+            cwd="/",
+        )
+        if result.returncode != 0:
+            raise PostgresUnavailable(
+                f"psql restore failed: {result.stderr[-2000:].decode(errors='replace')}"
+            )
+
     def kill(self) -> int:
         """``kill -9`` of the server: the postmaster and every backend at once, as a crash; returns how many
         processes. :meth:`start_again` brings it back on the same port and data (crash recovery)."""

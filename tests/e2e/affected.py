@@ -42,6 +42,8 @@ MODULE_AREAS: dict[str, tuple[str, ...]] = {
     "test_docs_site_offline.py": ("docs",),
     "test_chaos.py": ("chaos",),
     "test_soak.py": ("soak",),
+    # Every deployment's database (harness/database.py: any harness change runs every area anyway).
+    "test_migrated_database.py": ("operators",),
 }
 
 ALL = AREAS
