@@ -195,13 +195,12 @@ class PreflightLookups:
 
     # -- training plans --------------------------------------------------------------------------------
     def _plan_facts(self, arn: str, facts: Facts) -> None:
+        # preflight's client (two requests at most), not the hook's: a plan check that cannot reach SageMaker
+        # is reported unchecked in seconds instead of after the submit path's long retries
         try:
+            client = self._client("sagemaker", self.hook.conn_region_name)
             response = retry_sync(
-                # preflight's client (two requests at most), not the hook's: a plan check that cannot reach
-                # SageMaker is reported unchecked in seconds instead of after the submit path's long retries
-                lambda: self._client("sagemaker", self.hook.conn_region_name).describe_training_plan(
-                    TrainingPlanName=arn
-                ),
+                lambda: client.describe_training_plan(TrainingPlanName=arn),
                 "DescribeTrainingPlan",
                 PREFLIGHT_RETRY,
             )
