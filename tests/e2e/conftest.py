@@ -1,7 +1,8 @@
 """The e2e suite's deployment and its reliability ledger.
 
-One :class:`LocalAirflow` per test module (api-server, scheduler, dag-processor, triggerer — or two —
-and the offline SageMaker as separate processes). Every scenario records a row; at the end of the session the
+One :class:`LocalAirflow` (api-server, scheduler, dag-processor, triggerer — or two — and the offline
+SageMaker as separate processes) per run of consecutive test modules with the same settings
+(deployments.py). Every scenario records a row; at the end of the session the
 rows, merged into the published ones, go to build/reliability/ (reliability.json and reliability.md);
 ``make reliability-doc`` publishes them into docs/. The session changes no tracked file.
 """
@@ -20,6 +21,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import e2e_reliability
+from deployments import DeploymentPool, grouped
 from e2e_reliability import Ledger
 
 from harness.browser import headless_chromium
@@ -40,12 +42,18 @@ E2E_DAGS = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every scenario with the areas of its module (affected.MODULE_AREAS): ``make e2e-affected``
-    selects the areas a change touches by these markers."""
+    selects the areas a change touches by these markers; and order the modules by deployment."""
     from affected import MODULE_AREAS
 
     for item in items:
         for area in MODULE_AREAS.get(item.path.name, ()):
             item.add_marker(getattr(pytest.mark, area))
+    # The modules that can share a deployment run one after the other (deployments.py).
+    here = Path(__file__).parent
+    positions = [i for i, item in enumerate(items) if item.path.parent == here]
+    ordered = grouped([items[i] for i in positions], lambda item: "airflow" in item.fixturenames)
+    for position, item in zip(positions, ordered, strict=True):
+        items[position] = item
 
 
 #: Where the session wrote its reliability table, for the terminal summary.
@@ -75,11 +83,21 @@ def _interrupt_on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@pytest.fixture(scope="session")
+def _deployments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeploymentPool]:
+    """The running deployment, handed from module to module while their settings agree (deployments.py)."""
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+    pool = DeploymentPool(lambda: Path(tmp_path_factory.mktemp("e2e-airflow")))
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
 @pytest.fixture(scope="module")
-def airflow(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ledger: Ledger
-) -> Iterator[LocalAirflow]:
-    """A running Airflow + offline SageMaker shared by the module's tests; always torn down.
+def airflow(request: pytest.FixtureRequest, _deployments: DeploymentPool, ledger: Ledger) -> LocalAirflow:
+    """A running Airflow + offline SageMaker for the module's tests; stopped once a module needs other
+    settings, or at the end of the session.
 
     A test module may set ``E2E_SCENARIO`` (the emulator's scenario), ``E2E_DAGS`` (the DAGs to wait for),
     ``E2E_ENV`` (more environment for every Airflow process, e.g. ``AIRFLOW__METRICS__...``) and
@@ -87,39 +105,20 @@ def airflow(
     ``E2E_TEAMS`` (teams created before the components start), ``E2E_TRIGGERERS`` (triggerer
     processes, default 1; 2 runs Airflow's triggerer HA mode: ``triggerer`` and ``triggerer-2``) and
     ``E2E_EXECUTOR`` (``local`` or ``celery``: the CeleryExecutor topology, two workers, two schedulers,
-    two triggerers). ``SM_PREFS_E2E_EXECUTOR=celery`` runs every module on the Celery topology.
+    two triggerers). ``SM_PREFS_E2E_EXECUTOR=celery`` runs every module on the Celery topology. Modules
+    whose settings (all but the scenario) agree share one deployment; each loads its own scenario.
     """
-    executor = getattr(request.module, "E2E_EXECUTOR", os.environ.get("SM_PREFS_E2E_EXECUTOR", "local"))
-    root = Path(tmp_path_factory.mktemp("e2e-airflow"))
-    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
-    # PostgreSQL by default: SQLite stalls once dozens of tasks defer and resume at once (see the report in
-    # docs/reliability.md); SM_PREFS_E2E_DB=sqlite runs the suite on SQLite anyway.
-    deployment = LocalAirflow(
-        root,
-        scenario=getattr(request.module, "E2E_SCENARIO", "default"),
-        poll_interval=0.5,
-        max_poll_interval=2.0,
-        parallelism=24,
-        database=os.environ.get("SM_PREFS_E2E_DB", "postgres"),
-        extra_env=getattr(request.module, "E2E_ENV", None),
-        login=getattr(request.module, "E2E_LOGIN", None),
-        teams=getattr(request.module, "E2E_TEAMS", ()),
-        triggerers=getattr(request.module, "E2E_TRIGGERERS", None),
-        executor=executor,
-    )
+    deployment, fresh = _deployments.take(request.module)
     try:
-        deployment.start()
+        if fresh:
+            deployment.start()
         deployment.wait_for_dags(getattr(request.module, "E2E_DAGS", E2E_DAGS), timeout=180)
         ledger.database = "PostgreSQL" if deployment.database_backend == "postgres" else "SQLite"
     except BaseException:
-        deployment.stop()
+        _deployments.stop()
         _print_log_tails(deployment)
         raise
-    try:
-        yield deployment
-    finally:
-        deployment.stop()
-        sys.stderr.write(f"\ne2e deployment logs kept in {deployment.log_dir}\n")
+    return deployment
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ import json
 import re
 import signal
 import sys
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import deployments
 import httpx
 import pytest
 from e2e_reliability import Ledger
@@ -64,22 +64,13 @@ AIRFLOW = tuple(int(part) for part in version("apache-airflow").split(".")[:2])
 pytestmark = pytest.mark.e2e
 
 NIGHTLY = "sm_prefs_nightly_retrain"
-#: Where the deployment's OpenLineage events go (one JSON event per line). Only the DAG that asks for
-#: lineage (t_train_lineage, ``enable_lineage``) emits any: with ``selective_enable`` every other task
-#: and DAG run returns from the listener before it builds an event or forks, so the other scenarios
-#: pay nothing but that check.
-OUTPUTS = Path(tempfile.mkdtemp(prefix="sm-prefs-e2e-outputs-"))
-LINEAGE_EVENTS = OUTPUTS / "openlineage-events.jsonl"
-#: The guardrails' file cache of quotas and prices (keyed by a digest of the access key id), scanned too.
-PREFLIGHT_CACHE = OUTPUTS / "preflight-cache"
-E2E_ENV = {
-    "SM_PREFS_CACHE_DIR": str(PREFLIGHT_CACHE),
-    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
-        {"type": "file", "log_file_path": str(LINEAGE_EVENTS), "append": True}
-    ),
-    "AIRFLOW__OPENLINEAGE__NAMESPACE": "sm-prefs-e2e",
-    "AIRFLOW__OPENLINEAGE__SELECTIVE_ENABLE": "True",
-}
+#: The OpenLineage events and the preflight cache of every deployment (deployments.DEFAULT_ENV); a
+#: scenario's own outputs go to the same directory.
+OUTPUTS, LINEAGE_EVENTS, PREFLIGHT_CACHE = (
+    deployments.OUTPUTS,
+    deployments.LINEAGE_EVENTS,
+    deployments.PREFLIGHT_CACHE,
+)
 
 
 # -- 1. the nightly example: first choice scarce, fall back, downstream reads the outcome -------------------
