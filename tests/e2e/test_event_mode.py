@@ -40,6 +40,41 @@ TASKS = 20
 EVENT_WOKE = "A SageMaker event shows"
 
 
+#: How long the List count must stay unchanged before capacity opens: longer than the second pass that
+#: measures the service clock's rate (hooks.clock.ServiceClock.MIN_SPAN + 0.5 s after the first) plus the
+#: early pass a late registration brings (watcher.EARLY_PASS_MIN_GAP), with room for a loaded machine.
+QUIET_LISTING_SECONDS = 10.0
+
+
+def lists_settled(af: LocalAirflow) -> int:
+    """The List calls so far, once every triggerer's List loop has made its first passes and gone quiet.
+
+    A triggerer registers the capacity triggers it takes over several seconds on a loaded machine, and the
+    loop answers late registrations with early passes: counting from a fixed sleep counted those as passes
+    made while the tasks woke. Waiting for the count to stand still (on a condition, with a deadline) makes
+    the count after capacity opens the passes the wake brought, and nothing else.
+    """
+    last = {"count": -1, "since": time.monotonic()}
+
+    def quiet() -> int | None:
+        count = lists(af.sm.stats())
+        now = time.monotonic()
+        if count != last["count"]:
+            last.update(count=count, since=now)
+            return None
+        settled = count >= E2E_TRIGGERERS and now - last["since"] >= QUIET_LISTING_SECONDS
+        return count if settled else None
+
+    result: int = wait_for(
+        quiet,
+        STAGE_TIMEOUT,
+        f"the List loops to go quiet for {QUIET_LISTING_SECONDS:.0f} s",
+        every=0.5,
+        detail=lambda: f"{lists(af.sm.stats())} List calls",
+    )
+    return result
+
+
 def woken_by_event(af: LocalAirflow, run_id: str, map_index: int, triggerer_id: int) -> bool:
     log = trigger_log(af, run_id, map_index, triggerer_id)
     return log.exists() and EVENT_WOKE in log.read_text(errors="replace")
@@ -61,8 +96,7 @@ def test_two_triggerers_on_one_event_queue_wake_every_task_by_its_event(
     spread = Counter(owner_of.values())
     alive = {job["id"] for job in airflow.jobs("TriggererJob", alive=True)}
     assert set(spread) == alive and len(alive) == 2, f"triggers per triggerer: {dict(spread)}, alive: {alive}"
-    time.sleep(5)  # every List loop has made its first pass; from here on only events wake anyone
-    listed_before = lists(airflow.sm.stats())
+    listed_before = lists_settled(airflow)
 
     airflow.sm.advance(opens_at - airflow.sm.clock()["elapsed"] + 1)
     opened = time.monotonic()
@@ -75,6 +109,8 @@ def test_two_triggerers_on_one_event_queue_wake_every_task_by_its_event(
 
     wait_for(capacity_triggers_done, STAGE_TIMEOUT, "every capacity trigger to fire", every=0.5)
     fired_in = time.monotonic() - opened
+    # Counted up to the last capacity trigger's end: the completion triggers that follow register over as
+    # long as the workers take to resume their tasks, and each registration may bring an early pass.
     listed_while_waking = lists(airflow.sm.stats()) - listed_before
     deferred_on(airflow, "e2e_fleet", run_id, "job", count, previous=capacity_triggers, timeout=STAGE_TIMEOUT)
     resumed_in = time.monotonic() - opened
