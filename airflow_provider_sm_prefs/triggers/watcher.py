@@ -303,7 +303,7 @@ class JobListWatcher:
         if self._next_pass is None or self._pass_started is None:
             return
         started = self._pass_started
-        due = started + self._cadence(self._last_pages)
+        due = self._planned(started, self._last_pages)
         if due < self._next_pass:
             self._next_pass = due
             self._wake.set()
@@ -341,6 +341,14 @@ class JobListWatcher:
         if self.events_flowing:
             return max(cadence, self._safety_seconds)
         return cadence
+
+    def _planned(self, started: float, pages: int) -> float:
+        """When the pass after the one that began at ``started`` is due: at the cadence, or sooner while
+        the service clock's rate is not measured (a second pass soon measures it: ServiceClock)."""
+        due = started + self._cadence(pages)
+        if not self.clock.measured:
+            due = min(due, started + self.clock.MIN_SPAN + 0.5)
+        return due
 
     async def _run(self) -> None:
         idle_since: float | None = None
@@ -387,9 +395,7 @@ class JobListWatcher:
     def _schedule_next(self, started: float, pages: int) -> float:
         self._last_pages = pages
         self._budget.spend(started, *self._poll_and_waiters(), pages)
-        self._next_pass = started + self._cadence(pages)
-        if not self.clock.measured:  # a second pass soon measures the service clock's rate (ServiceClock)
-            self._next_pass = min(self._next_pass, started + self.clock.MIN_SPAN + 0.5)
+        self._next_pass = self._planned(started, pages)
         newcomers = [w for ws in self._waiters.values() for w in ws if w.early and w.registered >= started]
         if newcomers:
             self._request_early_pass(min(w.interval for w in newcomers))

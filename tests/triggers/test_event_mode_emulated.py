@@ -47,17 +47,21 @@ def scenario() -> dict[str, Any]:
 
 def all_waiting(url: str, names: list[str]) -> bool:
     """Every job's trigger waits in event mode: listed once by the shared List loop (so no early pass is
-    due for it) and subscribed to the queue's consumer, which reads the queue."""
+    due for it) and subscribed to the queue's consumer, which reads the queue; and the List loop has
+    measured the service clock's rate (its second pass, a few seconds after the first: one that came
+    while the test moves the clock would see a change before its event, and Describe the job)."""
     consumers = [c for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url]
     if not consumers or not consumers[0].healthy:
         return False
+    watchers = [w for w in list(watcher_module._WATCHERS.values()) if any(n in w._waiters for n in names)]
     waiters = [
-        waiter
-        for watcher in list(watcher_module._WATCHERS.values())
-        for name in names
-        for waiter in list(watcher._waiters.get(name, []))
+        waiter for watcher in watchers for name in names for waiter in list(watcher._waiters.get(name, []))
     ]
-    return len(waiters) == len(names) and all(w.seen and w.unsubscribe is not None for w in waiters)
+    return (
+        len(waiters) == len(names)
+        and all(w.seen and w.unsubscribe is not None for w in waiters)
+        and all(w.clock.measured for w in watchers)
+    )
 
 
 created_queues: list[str] = []
@@ -73,8 +77,9 @@ def _remove_queues(sm: Any) -> Any:
 
 def run_waits(
     sm: Any, monkeypatch: pytest.MonkeyPatch, safety: float, detail: str = "data"
-) -> tuple[list[dict[str, Any]], Any]:
-    """N jobs, each waited for in event mode; their events and the consumer's stats."""
+) -> tuple[list[dict[str, Any]], Any, int]:
+    """N jobs, each waited for in event mode; their events, the consumer's stats, and the List calls
+    made before the test first moved the clock."""
     name = f"sm-events-{uuid.uuid4().hex[:8]}"
     url = sm.create_event_queue(name)
     created_queues.append(name)
@@ -99,6 +104,7 @@ def run_waits(
         raise AssertionError("no event")
 
     stats: list[Any] = []
+    lists: list[int] = []
 
     async def clock() -> None:
         # Capacity comes only once every trigger waits, however long they take to start on a busy host.
@@ -107,6 +113,7 @@ def run_waits(
             assert time.monotonic() < deadline, "the triggers never all waited in event mode"
             await asyncio.sleep(0.05)
         stats.extend(c.stats for c in eventbridge_queue._CONSUMERS.values() if c.queue_url == url)
+        lists.append(sm.stats()["operations"].get("ListTrainingJobs", 0))
         sm.advance(START - 120)
         for _ in range(N - 1):
             await asyncio.sleep(PACE)
@@ -117,7 +124,8 @@ def run_waits(
         _, events = await asyncio.wait_for(asyncio.gather(clock(), asyncio.gather(*tasks)), 120)
         return list(events)
 
-    return asyncio.run(main()), stats[0]
+    events = asyncio.run(main())
+    return events, stats[0], lists[0]
 
 
 def describes(sm: Any) -> dict[str, int]:
@@ -147,15 +155,15 @@ def test_every_wait_ends_on_its_events_detail_with_no_describe(
     sm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sm.load_scenario(scenario())
-    events, stats = run_waits(sm, monkeypatch, safety=600)
+    events, stats, lists = run_waits(sm, monkeypatch, safety=600)
     assert [e["status"] for e in events] == ["success"] * N
     assert [e["outcome"]["selected_instance_type"] for e in events] == [G5] * N
     # One Describe by the test before the wait, none by the trigger: the event's detail was enough.
     assert set(describes(sm).values()) == {1}
     assert fixed_fields(events) == outcomes_as_described(sm, events)
     assert stats.woke >= N
-    # The first pass of the List loop, nothing after: the safety cadence is 600 s.
-    assert sm.stats()["operations"]["ListTrainingJobs"] <= 2
+    # The List loop's first passes, nothing after the waits began: the safety cadence is 600 s.
+    assert sm.stats()["operations"]["ListTrainingJobs"] == lists
 
 
 def test_with_event_detail_hint_every_event_costs_one_describe(
@@ -163,18 +171,18 @@ def test_with_event_detail_hint_every_event_costs_one_describe(
 ) -> None:
     """The earlier behaviour, kept as a setting: an event only wakes the trigger, which Describes its job."""
     sm.load_scenario(scenario())
-    events, stats = run_waits(sm, monkeypatch, safety=600, detail="hint")
+    events, stats, lists = run_waits(sm, monkeypatch, safety=600, detail="hint")
     assert [e["status"] for e in events] == ["success"] * N
     # One Describe by the test before the wait, one by the trigger after its event.
     assert set(describes(sm).values()) == {2}
-    assert sm.stats()["operations"]["ListTrainingJobs"] <= 2
+    assert sm.stats()["operations"]["ListTrainingJobs"] == lists
 
 
 def test_with_every_event_lost_the_safety_passes_end_the_waits(
     sm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sm.load_scenario({**scenario(), "events": {"loss_rate": 1.0}})
-    events, stats = run_waits(sm, monkeypatch, safety=2)
+    events, stats, _ = run_waits(sm, monkeypatch, safety=2)
     assert [e["status"] for e in events] == ["success"] * N
     assert stats.woke == 0
     assert sm.stats()["events"]["lost"] > 0
@@ -182,9 +190,10 @@ def test_with_every_event_lost_the_safety_passes_end_the_waits(
 
 def test_duplicated_events_cost_no_describe(sm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     sm.load_scenario({**scenario(), "events": {"duplicate_rate": 1.0}})
-    events, stats = run_waits(sm, monkeypatch, safety=600)
+    events, stats, lists = run_waits(sm, monkeypatch, safety=600)
     assert [e["status"] for e in events] == ["success"] * N
     assert set(describes(sm).values()) == {1}
+    assert sm.stats()["operations"]["ListTrainingJobs"] == lists
     assert stats.duplicates > 0 or sm.stats()["events"]["duplicated"] > 0
 
 
@@ -193,6 +202,6 @@ def test_late_events_still_end_every_wait_with_the_outcome_a_describe_gives(
 ) -> None:
     """Events delivered later than the steps between them: each job's is still its newest view."""
     sm.load_scenario({**scenario(), "events": {"delay_seconds": 3 * PACE}})
-    events, _ = run_waits(sm, monkeypatch, safety=600)
+    events, _, _ = run_waits(sm, monkeypatch, safety=600)
     assert [e["status"] for e in events] == ["success"] * N
     assert fixed_fields(events) == outcomes_as_described(sm, events)
