@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -342,20 +342,69 @@ def fleet_waiting_for_capacity(
 
 # -- the work a scenario leaves behind ---------------------------------------------------------------------
 
-#: The triggerer sends the failure callback of a task it ended to the DAG processor (Airflow's own line).
-_CALLBACK_SENT = re.compile(r"Sending callback: .*?ti=TaskInstance\(id=UUID\('([0-9a-f-]{36})'\)")
-#: The DAG processor's file processor runs one (Airflow's own line, in dag_processor/<day>/<bundle>/<file>.log).
+#: The triggerer sends the callback of a task it ended to the DAG processor (Airflow's own line).
+_CALLBACK_SENT = re.compile(
+    r"Sending callback: filepath='(?P<file>[^']*)'.*?ti=TaskInstance\(id=UUID\('(?P<ti>[0-9a-f-]{36})'\), "
+    r"task_id='(?P<task>[^']*)', dag_id='(?P<dag>[^']*)', run_id='(?P<run>[^']*)'"
+)
+#: The DAG processor's file processor runs one (Airflow's own line, in dag_processor/<day>/<bundle>/<file>.log;
+#: Airflow 3.0 names no task instance in it) ...
 _CALLBACK_RUN = re.compile(
-    r'"timestamp":"(?P<at>[^"]+)".*?"event":"Executing Task callback at index \d+: [^"]*'
-    r'\(ti_id=(?P<ti>[0-9a-f-]{36})\)"'
+    r'"timestamp":"(?P<at>[^"]+)".*?"event":"Executing Task callback at index \d+: [^"]*?'
+    r'(?:\(ti_id=(?P<ti>[0-9a-f-]{36})\))?"'
 )
 #: ... or finds that the task has none, or that it is not a failure callback (the triggerer sends one for
-#: every task it ends, success included).
+#: every task it ends, success included; Airflow 3.0 names the task by DAG, task and run in that line).
 _CALLBACK_NONE = re.compile(
     r'"timestamp":"(?P<at>[^"]+)".*?"event":"(?:Callback requested but no callback found|'
-    r'Task callback requested but is not a failure callback)".*?'
-    r'"ti_id":"[^"]*?(?P<ti>[0-9a-f-]{36})'
+    r'Task callback requested but is not a failure callback)"(?P<fields>.*)'
 )
+_FIELD = re.compile(r'"(dag_id|task_id|run_id|ti_id)":"([^"]*)"')
+_UUID = re.compile(r"[0-9a-f-]{36}")
+
+
+def callbacks_started(
+    sent_texts: list[str], processor_logs: Mapping[str, str]
+) -> tuple[set[str], dict[str, float]]:
+    """The callbacks the triggerer sent (task instance ids) and when a DAG file processor started each.
+
+    :param sent_texts: the triggerer logs.
+    :param processor_logs: the DAG processor's per-file logs: ``(file name, text)``, the name ``<DAG file>.log``.
+    """
+    sent = {m["ti"]: m for text in sent_texts for m in _CALLBACK_SENT.finditer(text)}
+    by_task: dict[tuple[str, str, str], list[str]] = {}
+    by_file: dict[str, list[str]] = {}
+    for ti, m in sent.items():
+        by_task.setdefault((m["dag"], m["task"], m["run"]), []).append(ti)
+        by_file.setdefault(m["file"], []).append(ti)
+    started: dict[str, float] = {}
+
+    def mark(tis: list[str], at: str) -> None:
+        stamp = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        when = (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()  # 3.0: UTC, no Z
+        for ti in tis:
+            started[ti] = max(when, started.get(ti, 0.0))
+
+    for name, text in processor_logs:
+        for m in _CALLBACK_RUN.finditer(text):
+            # Without an id (Airflow 3.0): one of the callbacks sent for this file; counted for all of
+            # them, which only ever makes the wait for its file processor longer, never shorter.
+            mark([m["ti"]] if m["ti"] else by_file.get(name.removesuffix(".log"), []), m["at"])
+        for m in _CALLBACK_NONE.finditer(text):
+            fields = dict(_FIELD.findall(m["fields"]))
+            ti_id = _UUID.search(fields.get("ti_id", ""))
+            if ti_id:
+                mark([ti_id.group(0)], m["at"])
+            else:
+                mark(
+                    by_task.get(
+                        (fields.get("dag_id", ""), fields.get("task_id", ""), fields.get("run_id", "")), []
+                    ),
+                    m["at"],
+                )
+    return set(sent), started
+
+
 #: The title of a task process (Airflow's task runner; LocalExecutor and Celery workers alike).
 _TASK_PROCESS = re.compile(r"^airflow worker -- [0-9a-f-]{36}$")
 
@@ -403,13 +452,10 @@ def _settled(af: LocalAirflow, engine: sqlalchemy.Engine, seen_waiting: set[str]
         seen_waiting.update(ti for ti in waiting if ti)
         why[0] = f"callbacks waiting for the DAG processor, of task instances {waiting}"
         return False
-    sent = {m[1] for path in af.log_dir.glob("triggerer*.log") for m in _CALLBACK_SENT.finditer(_read(path))}
-    started: dict[str, float] = {}
-    for path in (af.log_dir / "dag_processor").rglob("*.log"):
-        text = _read(path)
-        for m in itertools.chain(_CALLBACK_RUN.finditer(text), _CALLBACK_NONE.finditer(text)):
-            at = datetime.fromisoformat(m["at"].replace("Z", "+00:00")).timestamp()
-            started[m["ti"]] = max(at, started.get(m["ti"], 0.0))
+    sent, started = callbacks_started(
+        [_read(path) for path in af.log_dir.glob("triggerer*.log")],
+        [(path.name, _read(path)) for path in (af.log_dir / "dag_processor").rglob("*.log")],
+    )
     owed_ids = sent | seen_waiting
     if owed_ids - started.keys():
         why[0] = f"callbacks sent, not started by the DAG processor: {sorted(owed_ids - started.keys())}"
