@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import copy
-import itertools
+import json
 import subprocess
 import sys
-import textwrap
-from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
+import botocore
 import botocore.session
 import pytest
 from botocore.validate import ParamValidator
@@ -457,22 +456,22 @@ def test_r14_types_come_from_botocore_service_model() -> None:
         assert service_model.instance_types(kind) == frozenset(_MODEL.shape_for(shape).enum)
 
 
-def _snapshot_text(types: Iterable[str]) -> str:
-    """The types as service_model.py lists them: one line per family, wrapped at 100 characters."""
-    families = itertools.groupby(sorted(types), key=lambda t: t.split(".")[1])
-    return "\n".join(line for _, group in families for line in textwrap.wrap(" ".join(group), 100))
-
-
 def test_r14_parse_time_snapshot_equals_botocore_enums() -> None:
     """Parse-time checks answer from INSTANCE_TYPES_SNAPSHOT: it must be exactly botocore's enums."""
     training = frozenset(_MODEL.shape_for("TrainingInstanceType").enum)
     processing = frozenset(_MODEL.shape_for("ProcessingInstanceType").enum)
     snapshot = service_model.INSTANCE_TYPES_SNAPSHOT
+    text = json.dumps(
+        {
+            "botocore": botocore.__version__,
+            "training": sorted(training),
+            "training_only": sorted(training - processing),
+        },
+        indent=1,
+    )
     assert snapshot["training"] == training and snapshot["processing"] == processing, (
-        "The installed botocore's instance types differ from the snapshot; in "
-        "airflow_provider_sm_prefs/service_model.py set _TRAINING_INSTANCE_TYPES to\n"
-        f"{_snapshot_text(training)}\n\nand _TRAINING_ONLY_INSTANCE_TYPES to\n"
-        f"{textwrap.fill(' '.join(sorted(training - processing)), 100)}\n"
+        "The installed botocore's instance types differ from the snapshot; write this to "
+        f"airflow_provider_sm_prefs/domain/instance_types_snapshot.json:\n{text}\n"
         f"(processing-only types, which the snapshot cannot express: {sorted(processing - training)})"
     )
 
