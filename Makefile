@@ -85,8 +85,8 @@ COMPAT_MINORS := 3.0 3.1 3.2
 OLDEST_MINOR := 3.0
 # The e2e scenarios every minor must pass: REST trigger -> submit -> defer -> XCom, a kill stops the job,
 # a retry reattaches, the capacity page behind a login
-# (marker "core").
-E2E_CORE := -m "e2e and core" tests/e2e
+# (marker "core"). The slowest steps are listed at the end: where a run's time went, in CI's log too.
+E2E_CORE := -m "e2e and core" --durations=15 tests/e2e
 
 compat/airflow-%/.venv/.installed: compat/airflow-%/pyproject.toml compat/airflow-%/uv.lock compat/airflow-%/.python-version pyproject.toml | install
 	cd compat/airflow-$* && $(abspath $(VENV))/bin/uv sync --frozen

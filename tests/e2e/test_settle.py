@@ -39,7 +39,7 @@ def test_airflow_3_0_lines_name_the_task_by_dag_task_and_run_or_only_by_file() -
         ),
         (
             "sensor.py.log",
-            '{"timestamp":"2026-12-06T20:18:47.5","level":"info",'
+            '{"timestamp":"2026-12-06T20:18:47.500000","level":"info",'
             '"event":"Executing Task callback at index 0: on_failure","logger":"task"}',
         ),
     ]
@@ -58,7 +58,7 @@ def test_airflow_3_3_lines_name_the_task_instance() -> None:
         ),
         (
             "sensor.py.log",
-            '{"timestamp":"2026-12-06T20:18:47.5Z","level":"info",'
+            '{"timestamp":"2026-12-06T20:18:47.500000Z","level":"info",'
             f'"event":"Executing Task callback at index 0: on_failure (ti_id={TI_B})","logger":"task"}}',
         ),
     ]
@@ -71,11 +71,11 @@ def test_a_callback_of_another_run_or_file_is_still_owed() -> None:
     processor = [
         (
             "other.py.log",
-            '{"timestamp":"2026-12-06T20:18:47.5","event":"Executing Task callback at index 0: cb"}',
+            '{"timestamp":"2026-12-06T20:18:47.500000","event":"Executing Task callback at index 0: cb"}',
         ),
         (
             "nightly.py.log",
-            '{"timestamp":"2026-12-06T20:04:31","event":"Task callback requested but is not a failure '
+            '{"timestamp":"2026-12-06T20:04:31.000000","event":"Task callback requested but is not a failure '
             'callback","dag_id":"nightly","task_id":"train","run_id":"manual__another"}',
         ),
     ]
