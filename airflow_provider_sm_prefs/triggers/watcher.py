@@ -165,10 +165,6 @@ class JobListWatcher:
         self._next_pass: float | None = None
         self.clock = ServiceClock()
 
-    @property
-    def registered(self) -> int:
-        return sum(len(v) for v in self._waiters.values())
-
     def service_now(self) -> datetime | None:
         """The service clock: the ``Date`` of the last pass advanced at its measured rate; None before."""
         return self.clock.now(asyncio.get_running_loop().time())
@@ -336,19 +332,14 @@ class JobListWatcher:
         return min((w.interval for w in waiters), default=30.0), len(waiters)
 
     def _cadence(self, pages: int) -> float:
-        poll, waiters = self._poll_and_waiters()
-        cadence = list_cadence(poll, waiters, pages, self._budget.credit)
-        if self.events_flowing:
-            return max(cadence, self._safety_seconds)
-        return cadence
+        cadence = list_cadence(*self._poll_and_waiters(), pages, self._budget.credit)
+        return max(cadence, self._safety_seconds) if self.events_flowing else cadence
 
     def _planned(self, started: float, pages: int) -> float:
-        """When the pass after the one that began at ``started`` is due: at the cadence, or sooner while
-        the service clock's rate is not measured (a second pass soon measures it: ServiceClock)."""
+        """When the pass after the one begun at ``started`` is due: at the cadence, or sooner while no
+        rate of the service clock is measured (a second pass soon measures it: ServiceClock)."""
         due = started + self._cadence(pages)
-        if not self.clock.measured:
-            due = min(due, started + self.clock.MIN_SPAN + 0.5)
-        return due
+        return due if self.clock.measured else min(due, started + self.clock.MIN_SPAN + 0.5)
 
     async def _run(self) -> None:
         idle_since: float | None = None
