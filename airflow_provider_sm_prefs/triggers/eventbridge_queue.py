@@ -337,6 +337,11 @@ class EventQueueConsumer:
         if received is not None and received - 1 > mine:
             if not self.has_peers():
                 self.stats.peers_heard += 1
+                log.info(
+                    "Another consumer reads the event queue %s: events about jobs not watched here are "
+                    "handed on to it",
+                    self.queue_url,
+                )
             self.peer_heard = time.monotonic()  # someone else received it in between
         if (
             now - sent_at(message, now) >= HORIZON

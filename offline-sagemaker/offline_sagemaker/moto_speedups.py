@@ -1,5 +1,5 @@
 """Cost fixes for moto's SQS, which the offline SageMaker serves for event mode, and for moto's request
-dispatch. Behaviour unchanged.
+dispatch; and one timing fix of a long poll (below).
 
 SQS answers SendMessage, ReceiveMessage and DeleteMessage in constant time whatever the queue holds.
 moto scans the whole queue in Python, several times per call: a send computes every queue attribute
@@ -24,6 +24,13 @@ moto, not the provider. Here:
   read once, and the backend found for a host is remembered (both depend on the installed moto only);
 * ``camelcase_to_underscores`` (a character-by-character loop) is remembered per name where SQS and the
   response dispatch call it: every send builds the queue's attributes, a dozen names converted each time.
+
+**A long poll sees a released message at once.** SQS's long poll "returns messages as soon as they become
+available". moto's waiting receive is woken by a SendMessage only, and otherwise looks again once a
+second: a message a consumer hands on to its peers with ``ChangeMessageVisibility`` (``VisibilityTimeout``
+0, as event mode does) waited up to a second for a peer's receive already waiting, long enough for the
+consumer that released it to take it back first. Here a visibility change wakes the queue's waiting
+receives at once.
 
 Applied once, when the first :class:`~.server.OfflineSageMaker` of the process starts serving; importing
 this module (or :mod:`.handler`) patches nothing.
@@ -159,6 +166,8 @@ def apply() -> bool:
     Queue.approximate_number_of_messages_not_visible = property(lambda q: _counts(q)[1])  # type: ignore[method-assign,assignment]
     Queue.approximate_number_of_messages_delayed = property(lambda q: _counts(q)[2])  # type: ignore[method-assign,assignment]
     Queue.wait_for_messages = _wait_for_messages  # type: ignore[method-assign,assignment]
+    SQSBackend.change_message_visibility = _waking(SQSBackend.change_message_visibility)  # type: ignore[method-assign]
+    SQSBackend.change_message_visibility_batch = _waking(SQSBackend.change_message_visibility_batch)  # type: ignore[method-assign]
     Queue.delete_message = _delete_message  # type: ignore[method-assign,assignment]
     _APPLIED = True
     return True
@@ -237,6 +246,20 @@ def _counts(queue: Any) -> tuple[int, int, int]:
 def _wait_for_messages(queue: Any, timeout: int) -> None:
     with queue._messages_lock:
         queue._messages_lock.wait_for(lambda: next(iter(queue.messages), None) is not None, timeout=timeout)
+
+
+def _waking(change: Callable[..., Any]) -> Callable[..., Any]:
+    """``SQSBackend.change_message_visibility[_batch]`` that then wakes the queue's waiting receives."""
+
+    @functools.wraps(change)
+    def changed(backend: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        result = change(backend, queue_name, *args, **kwargs)
+        queue = backend.get_queue(queue_name)
+        with queue._messages_lock:
+            queue._messages_lock.notify_all()
+        return result
+
+    return changed
 
 
 def _position(queued: list[Any], receipt_handle: str) -> int | None:

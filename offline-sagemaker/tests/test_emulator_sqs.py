@@ -110,6 +110,68 @@ def test_a_long_poll_returns_when_a_message_arrives_not_at_the_end_of_its_wait(
     assert time.monotonic() - start < LONGEST_POLL  # a poll that ignored the arrival waits all of it
 
 
+def test_a_long_poll_returns_a_message_another_consumer_releases_not_at_the_end_of_its_wait(
+    queue: tuple[Any, str],
+) -> None:
+    """A consumer hands a message on to its peers with ``ChangeMessageVisibility`` 0 (event mode does): a
+    peer's receive that is already waiting gets it then, as a new message."""
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody="handed-on")
+    (taken,) = _receive(sqs, url, count=1)
+    release = threading.Timer(
+        1.0,
+        lambda: sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=taken["ReceiptHandle"], VisibilityTimeout=0
+        ),
+    )
+    start = time.monotonic()
+    release.start()
+    try:
+        messages = _receive(sqs, url, count=1, wait=LONGEST_POLL)
+    finally:
+        release.join()
+    assert [m["Body"] for m in messages] == ["handed-on"]
+    assert time.monotonic() - start < LONGEST_POLL  # a poll blind to the release waits all of it
+
+
+def test_a_release_wakes_a_waiting_receive_at_once(queue: tuple[Any, str]) -> None:
+    """SQS hands a message made visible to a receive already waiting; moto looked again once a second
+    only. Proven on the condition a waiting receive sleeps on (not on the host's speed): a release
+    notifies it."""
+    from moto.sqs.models import sqs_backends
+
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody="handed-on")
+    (taken,) = _receive(sqs, url, count=1)
+    notified = threading.Event()
+    account, name = url.rsplit("/", 2)[-2:]
+    lock = sqs_backends[account][sqs.meta.region_name].get_queue(name)._messages_lock
+    original = lock.notify_all
+
+    def notify_all() -> None:
+        notified.set()
+        original()
+
+    lock.notify_all = notify_all
+    try:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=taken["ReceiptHandle"], VisibilityTimeout=0)
+    finally:
+        del lock.notify_all
+    assert notified.is_set()
+
+
+def test_a_long_poll_returns_a_message_whose_visibility_timeout_ends_during_its_wait(
+    queue: tuple[Any, str],
+) -> None:
+    sqs, url = queue
+    sqs.send_message(QueueUrl=url, MessageBody="back")
+    assert [m["Body"] for m in _receive(sqs, url, count=1, visibility=1)] == ["back"]
+    start = time.monotonic()
+    messages = _receive(sqs, url, count=1, wait=LONGEST_POLL)
+    assert [m["Body"] for m in messages] == ["back"]
+    assert time.monotonic() - start < LONGEST_POLL  # a poll blind to the timeout's end waits all of it
+
+
 def test_the_approximate_counts_settle_within_a_second(queue: tuple[Any, str]) -> None:
     sqs, url = queue
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(5)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 import uuid
@@ -348,7 +349,7 @@ def test_alone_an_event_nobody_watches_is_released_once_then_dropped(sm: Any) ->
 
 
 def test_an_event_another_consumer_received_too_is_released_until_the_horizon(
-    sm: Any, monkeypatch: pytest.MonkeyPatch
+    sm: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A peer that received an event and then stopped reading: its receive is heard of (SQS's receive
     count), so the event goes round until HORIZON rather than being dropped at its first return."""
@@ -368,8 +369,13 @@ def test_an_event_another_consumer_received_too_is_released_until_the_horizon(
         return consumer
 
     started = time.monotonic()
-    consumer = asyncio.run(main())
+    with caplog.at_level(logging.INFO, logger=eventbridge_queue.__name__):
+        consumer = asyncio.run(main())
     assert consumer.stats.peers_heard == 1
+    # Said once, when the peer was first heard of (an operator can tell the queue is shared).
+    assert [r.getMessage() for r in caplog.records if "Another consumer" in r.getMessage()] == [
+        f"Another consumer reads the event queue {url}: events about jobs not watched here are handed on to it"
+    ]
     assert consumer.stats.passed >= 2  # at once, then again after each return, ... until HORIZON
     assert time.monotonic() - started >= 4.0
 
