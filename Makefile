@@ -134,8 +134,9 @@ browser:
 redis:
 	.ci/redis.sh
 
+# The slowest steps are listed at the end, as in e2e-core: where a run's time went.
 e2e: install postgres browser redis
-	$(RUN) pytest -m e2e tests/e2e
+	$(RUN) pytest -m e2e --durations=25 tests/e2e
 
 # CI's e2e-core runs the core scenarios only; this runs the non-core ones a change can break: the files changed
 # since BASE mapped to the suite's areas (markers), each area's scenarios (tests/e2e/affected.py has the map;

@@ -117,58 +117,31 @@ class LocalPostgres:
         deadline = time.monotonic() + 30
         while True:
             try:
-                self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database)
+                self._run("createdb", *self._connect(), self.database)
                 return self
             except PostgresUnavailable:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
 
+    def _connect(self) -> list[str]:
+        """A PostgreSQL client's options that connect it to this server."""
+        return ["-h", "127.0.0.1", "-p", str(self.port), "-U", self.user]
+
+    def _client(self, tool: str, *args: str) -> list[str]:
+        """The command line of a PostgreSQL client ``tool`` connected to this server."""
+        assert self._bin is not None
+        return [*self._as, str(self._bin / tool), *self._connect(), *args]
+
     def dump(self) -> bytes:
         """``pg_dump`` of the whole database, e.g. to prove a secret is stored nowhere in it."""
-        assert self._bin is not None
-        result = subprocess.run(
-            [
-                str(self._bin / "pg_dump"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                self.database,
-            ],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
-        return result.stdout
+        command = self._client("pg_dump", self.database)
+        return subprocess.run(command, capture_output=True, timeout=120, check=True, cwd="/").stdout
 
     def restore(self, dump: bytes) -> None:
         """Load a :meth:`dump` (plain SQL) into this server's empty database; stops at the first error."""
-        assert self._bin is not None
-        result = subprocess.run(
-            [
-                *self._as,
-                str(self._bin / "psql"),
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                "-d",
-                self.database,
-            ],
-            input=dump,
-            capture_output=True,
-            timeout=120,
-            check=False,
-            cwd="/",
-        )
+        command = self._client("psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.database)
+        result = subprocess.run(command, input=dump, capture_output=True, timeout=120, check=False, cwd="/")
         if result.returncode != 0:
             raise PostgresUnavailable(
                 f"psql restore failed: {result.stderr[-2000:].decode(errors='replace')}"

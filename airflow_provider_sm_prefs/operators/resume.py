@@ -38,8 +38,6 @@ class ResumeMethods:
 
     job_kind: ClassVar[JobKind]
     wait_for_completion: bool
-    instance_preferences: Any
-    max_pending: Any
     _progress: TryProgress
     _guardrails: dict[str, Any] | None
     _windows: AcceptanceWindows | None
