@@ -17,7 +17,15 @@ FAST = {"poll_interval": 0.2, "min_defer_seconds": 0}
 
 
 def _dag(dag_id: str) -> DAG:
-    return DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 9, 15), catchup=False)
+    # Paused when a running deployment parses them (tests/e2e runs hp_page with dag.test() there): a
+    # scheduler that took up the dag.test() run's task instances would have its task process killed.
+    return DAG(
+        dag_id=dag_id,
+        schedule=None,
+        start_date=datetime(2026, 9, 15),
+        catchup=False,
+        is_paused_upon_creation=True,
+    )
 
 
 def _group(task_id: str, **kwargs: Any) -> SageMakerHyperPodGroupOperator:

@@ -472,6 +472,10 @@ def test_a_hyperpod_group_record_shows_with_its_node_mix(airflow: LocalAirflow, 
     from selenium.webdriver.common.by import By
 
     dag_file = Path(__file__).resolve().parents[1] / "dags" / "sm_prefs_hyperpod_dags.py"
+    # The run is dag.test()'s alone: a scheduler that took up its task instance would get its task process
+    # killed ("the task shouldn't be running anymore"). The DAG is paused when this deployment creates it.
+    airflow.wait_for_dags(("hp_page",), timeout=180)
+    assert airflow.api("GET", "/api/v2/dags/hp_page")["is_paused"], "hp_page must be paused in the deployment"
     output = airflow.run_python(
         _GROUP_RUNNER.format(dag_file=str(dag_file), endpoint=airflow.emulator_url), timeout=600
     )
