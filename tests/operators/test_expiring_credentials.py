@@ -12,10 +12,12 @@ sessions it issued and the requests it refused (``credential_settings()``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import pytest
 
 from airflow_provider_sm_prefs.domain.preferences import build_request
 from tests.assumed_role import LIFETIME, ROLE, assumed_role_connection
+from tests.clock import in_background
 from tests.operators.test_dag_runs import logs, training_config
 
 pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.realclock]
@@ -39,6 +42,31 @@ def scarce_then_free(seconds: int = SCARCE) -> dict[str, Any]:
         "job_runtime_seconds": 600,
         "capacity": {G6: [{"from": 0, "to": seconds, "free": 0}, {"from": seconds, "free": 8}]},
     }
+
+
+#: Scarce for 100 emulated hours (10 real minutes, far longer than a test): capacity frees when the test
+#: moves the clock there.
+UNTIL_FREED = 100 * 3600
+
+
+@contextlib.contextmanager
+def freed_after_pending(sm: Any, seconds: float = SCARCE) -> Iterator[None]:
+    """Free the capacity of :func:`scarce_then_free` (``UNTIL_FREED``) once the job has been Pending
+    ``seconds`` on the emulator's own clock: the wait spans that many emulated seconds however long a
+    loaded host takes to reach CreateTrainingJob (a window counted from the scenario's load ran out
+    before the job existed)."""
+
+    def free(done: threading.Event) -> None:
+        while not done.is_set() and not sm.jobs():
+            done.wait(0.05)
+        created = sm.clock()["elapsed"]
+        while not done.is_set() and sm.clock()["elapsed"] < created + seconds:
+            done.wait(0.1)
+        if not done.is_set():
+            sm.advance(max(0.0, UNTIL_FREED - sm.clock()["elapsed"]) + 1)
+
+    with in_background(free):
+        yield
 
 
 def signed_with_sessions(sm: Any) -> set[str]:
@@ -117,10 +145,13 @@ def test_capacity_wait_outlives_many_sessions(
 ) -> None:
     """Deferrable (triggerer) and in-worker waits both renew their credentials for hours of waiting,
     and no renewal blocks the triggerer's event loop."""
-    sm.load_scenario(scarce_then_free())
+    sm.load_scenario(scarce_then_free(UNTIL_FREED))
     assumed_role_connection(sm, monkeypatch, tmp_path / "web-identity-token" if web_identity else None)
     started = time.monotonic()
-    states, xcom = run_test_dag(dag_id, config=training_config(), prefs=PREFS, max_pending=12 * 3600)
+    with freed_after_pending(sm):
+        states, xcom = run_test_dag(
+            dag_id, config=training_config(), prefs=PREFS, max_pending=UNTIL_FREED + 20 * 3600
+        )
     numbers = report(dag_id, sm, started, xcom)
     print("CREDS assume_role calls", len(assume_role_calls), "on the event loop", sum(assume_role_calls))
     assert states == {"job": "success", "consume": "success"}
@@ -172,8 +203,6 @@ def test_revoked_role_fails_the_wait_naming_the_connection(
         done.wait(3)
         if not done.is_set():
             sm.revoke_role(ROLE)
-
-    from tests.clock import in_background
 
     started = time.monotonic()
     with in_background(revoke):
