@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import moto
@@ -95,19 +96,26 @@ def test_a_delayed_message_is_received_only_after_its_delay(queue: tuple[Any, st
     assert int(later["ApproximateFirstReceiveTimestamp"]) - int(later["SentTimestamp"]) >= 1000
 
 
-def test_a_long_poll_returns_when_a_message_arrives_not_at_the_end_of_its_wait(
-    queue: tuple[Any, str],
-) -> None:
-    sqs, url = queue
-    timer = threading.Timer(1.0, lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))
+def _long_poll_while(sqs: Any, url: str, action: Callable[[], Any]) -> tuple[list[dict[str, Any]], float]:
+    """A receive of one message waiting up to :data:`LONGEST_POLL` while ``action`` runs 1 s in; what it
+    got, and how long it took."""
+    timer = threading.Timer(1.0, action)
     start = time.monotonic()
     timer.start()
     try:
         messages = _receive(sqs, url, count=1, wait=LONGEST_POLL)
     finally:
         timer.join()
+    return messages, time.monotonic() - start
+
+
+def test_a_long_poll_returns_when_a_message_arrives_not_at_the_end_of_its_wait(
+    queue: tuple[Any, str],
+) -> None:
+    sqs, url = queue
+    messages, took = _long_poll_while(sqs, url, lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))
     assert [m["Body"] for m in messages] == ["x"]
-    assert time.monotonic() - start < LONGEST_POLL  # a poll that ignored the arrival waits all of it
+    assert took < LONGEST_POLL  # a poll that ignored the arrival waits all of it
 
 
 def test_a_long_poll_returns_a_message_another_consumer_releases_not_at_the_end_of_its_wait(
@@ -118,20 +126,15 @@ def test_a_long_poll_returns_a_message_another_consumer_releases_not_at_the_end_
     sqs, url = queue
     sqs.send_message(QueueUrl=url, MessageBody="handed-on")
     (taken,) = _receive(sqs, url, count=1)
-    release = threading.Timer(
-        1.0,
+    messages, took = _long_poll_while(
+        sqs,
+        url,
         lambda: sqs.change_message_visibility(
             QueueUrl=url, ReceiptHandle=taken["ReceiptHandle"], VisibilityTimeout=0
         ),
     )
-    start = time.monotonic()
-    release.start()
-    try:
-        messages = _receive(sqs, url, count=1, wait=LONGEST_POLL)
-    finally:
-        release.join()
     assert [m["Body"] for m in messages] == ["handed-on"]
-    assert time.monotonic() - start < LONGEST_POLL  # a poll blind to the release waits all of it
+    assert took < LONGEST_POLL  # a poll blind to the release waits all of it
 
 
 def test_a_release_wakes_a_waiting_receive_at_once(queue: tuple[Any, str]) -> None:
