@@ -22,7 +22,7 @@ from airflow_provider_sm_prefs.domain.guardrails import GuardrailReport
 from airflow_provider_sm_prefs.domain.outcome import CapacityOutcome
 from airflow_provider_sm_prefs.domain.preference_list import InstancePreferenceList
 from airflow_provider_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from tests.operators.test_dag_runs import FIRST_CHOICE_SCARCE, G5, G6, P4D, training_config
+from tests.operators.test_dag_runs import G5, G6, P4D, clock_from_first_look, scenario, training_config
 
 #: A list no other test DAG holds, so its parses are told apart from the other DAGs' parse-time checks.
 PREFS = [
@@ -102,20 +102,38 @@ def test_a_literal_list_is_parsed_once_at_parse_time_and_kept(parses: collection
 def test_one_run_parses_the_rendered_list_once_and_ranks_the_selection_once(
     sm: Any, run_test_dag: Any, parses: collections.Counter[str]
 ) -> None:
-    # Capacity on the second entry, then the wait for the job's end: execute, the capacity trigger, the
-    # resume with its outcome, a second wait and its outcome, all in this process.
-    sm.load_scenario(FIRST_CHOICE_SCARCE)
-    states, xcom = run_test_dag("t_train_complete", config=training_config(), prefs=PREFS, max_pending=3600)
+    # Capacity on the second entry 570 s after the job is created: execute, the capacity trigger and the
+    # resume with its outcome, all in this process. The clock stands still until execute has seen the job
+    # Pending (so the capacity trigger runs however slow the host), then moves a minute at a time: the job
+    # runs from 570 to 590, so every look sees it Pending (≤ 540 s) or ended (≥ 600 s), never between,
+    # and the trigger's outcome is the job's end (no second wait, no second look).
+    sm.load_scenario(
+        scenario(
+            time_scale=0,
+            job_runtime_seconds=5,
+            phase_seconds={"starting": 5, "downloading": 5, "uploading": 5, "stopping": 5},
+            capacity={
+                G6: [{"from": 0, "free": 0}],
+                G5: [{"from": 0, "to": 570, "free": 0}, {"from": 570, "free": 8}],
+                P4D: [{"from": 0, "free": 0}],
+            },
+        )
+    )
+    with clock_from_first_look(sm, "nightly"):
+        states, xcom = run_test_dag(
+            "t_train_complete", config=training_config(), prefs=PREFS, max_pending=3600
+        )
     assert states == {"job": "success", "consume": "success"}
     assert xcom is not None and (xcom["selected_instance_type"], xcom["preference_rank"]) == (G5, 2)
     # The templated list: no parse when the DAG is parsed, one after templating (execute); the resume
-    # and the second wait read what execute parsed. The capacity trigger reads its arguments once.
+    # reads what execute parsed. The capacity trigger reads its arguments once.
     assert parses["operator"] == 1
     assert parses["trigger"] == 1
-    # The rank: once per outcome built from SageMaker's answer (the capacity trigger's Describe, then the
-    # look at the ended job), never again for the outcome's entry, the guardrails or the record.
+    # The rank: once, for the one outcome built from SageMaker's answer (the capacity trigger's Describe),
+    # never again for the outcome's entry, the guardrails, the record or the resume.
     ranks = {k: v for k, v in parses.items() if k.startswith("rank_of")}
-    assert ranks == {"rank_of domain/outcome.py": 2}
+    assert ranks == {"rank_of domain/outcome.py": 1}
+    assert xcom["job_status"] == "Completed"
 
 
 def test_the_guardrails_map_the_events_rank_without_looking_the_type_up(
