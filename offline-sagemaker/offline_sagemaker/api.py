@@ -24,6 +24,7 @@ from offline_sagemaker.exceptions import (
 from offline_sagemaker.logs_api import LogsApi
 from offline_sagemaker.models import Job, JobKind
 from offline_sagemaker.operations import OPERATIONS, SERVICE_OF
+from offline_sagemaker.region_rules import check_regions
 from offline_sagemaker.responses import page_offset, page_token
 from offline_sagemaker.rules import (
     check_quotas,
@@ -132,6 +133,7 @@ class SageMakerApi:
         spec = training_job_spec(params, scenario)
         tags = tag_map(params.get("Tags"))
         self._ensure_new(JobKind.TRAINING, spec.name)
+        check_regions(JobKind.TRAINING, params, scenario.region, scenario.account_id)
         check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.TRAINING, spec.name), now)
         job.tags = tags
@@ -224,6 +226,7 @@ class SageMakerApi:
         spec = processing_job_spec(params, scenario)
         tags = tag_map(params.get("Tags"))
         self._ensure_new(JobKind.PROCESSING, spec.name)
+        check_regions(JobKind.PROCESSING, params, scenario.region, scenario.account_id)
         check_quotas(spec, scenario, self.engine.utilization)
         job = self.engine.submit(spec, params, self._arn(JobKind.PROCESSING, spec.name), now)
         job.tags = tags

@@ -77,7 +77,10 @@ class EmulatorControls:
             return session.client(service_name, endpoint_url=self.endpoint_url, **kwargs)
 
     def create_event_queue(
-        self, name: str = "sagemaker-job-events", job_name_prefix: str | None = None
+        self,
+        name: str = "sagemaker-job-events",
+        job_name_prefix: str | None = None,
+        region: str | None = None,
     ) -> str:
         """An SQS queue fed by an EventBridge rule on SageMaker's job state-change events; its URL.
 
@@ -86,9 +89,11 @@ class EmulatorControls:
         ``job_name_prefix`` if given), and the queue as its target. Point ``[sm_prefs] event_queue_url``
         (or the connection extra ``sm_prefs_event_queue_url``) at the URL to run triggers in event mode.
         Unlike what else a caller creates at the endpoint, the queue, the rule and the target outlive a
-        :meth:`reset` (the queue emptied, at the same URL) until :meth:`remove_event_queue`.
+        :meth:`reset` (the queue emptied, at the same URL) until :meth:`remove_event_queue`. ``region``
+        (the scenario's by default) is the region whose jobs' events the queue receives.
         """
-        sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
+        where = {"region_name": region} if region else {}
+        sqs, events = self.boto3_client("sqs", **where), self.boto3_client("events", **where)
         url: str = sqs.create_queue(QueueName=name)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         pattern: dict[str, Any] = {
@@ -108,11 +113,12 @@ class EmulatorControls:
         )
         return url
 
-    def remove_event_queue(self, name: str = "sagemaker-job-events") -> None:
-        """Undo :meth:`create_event_queue`: the rule, its target and the queue, which resets no longer put
-        back."""
+    def remove_event_queue(self, name: str = "sagemaker-job-events", region: str | None = None) -> None:
+        """Undo :meth:`create_event_queue` (of ``region``, the scenario's by default): the rule, its target
+        and the queue, which resets no longer put back."""
         self._call("DELETE", "event-queues", {"rule": name})
-        sqs, events = self.boto3_client("sqs"), self.boto3_client("events")
+        where = {"region_name": region} if region else {}
+        sqs, events = self.boto3_client("sqs", **where), self.boto3_client("events", **where)
         with contextlib.suppress(Exception):
             events.remove_targets(Rule=name, Ids=[_QUEUE_TARGET_ID])
             events.delete_rule(Name=name)
@@ -144,8 +150,14 @@ class EmulatorControls:
         result: list[dict[str, Any]] = self._call("GET", "jobs")["jobs"]
         return result
 
-    def job(self, name: str) -> dict[str, Any]:
-        """Admin view of one job; KeyError if unknown."""
+    def job(self, name: str, region: str | None = None) -> dict[str, Any]:
+        """Admin view of one job (the scenario's region first, then the others; or in ``region`` only);
+        KeyError if unknown."""
+        if region is not None:
+            for view in self.jobs():
+                if view["name"] == name and view["region"] == region:
+                    return view
+            raise KeyError(f"{name} in {region}")
         result: dict[str, Any] = self._call("GET", f"jobs/{name}")
         return result
 

@@ -58,6 +58,8 @@ class Engine:
     :param scenario: the validated scenario.
     :param real_clock: monotonic real seconds (inject a fake for deterministic unit tests).
     :param wall_clock: real epoch seconds, used for the emulated epoch when the scenario gives none.
+    :param clock: a clock shared with the worlds of other regions; its owner restarts it (every world
+        brings itself up to its now before it answers). None: the engine has a clock of its own.
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class Engine:
         *,
         real_clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        clock: EmulatedClock | None = None,
     ) -> None:
-        self._clock = EmulatedClock(real_clock, wall_clock)
+        self._owns_clock = clock is None
+        self._clock = EmulatedClock(real_clock, wall_clock) if clock is None else clock
         self._handlers: dict[Event, Callable[[Job, float], None]] = {
             Event.EVALUATE: self._evaluate,
             Event.DOWNLOADED: self._on_downloaded,
@@ -103,7 +107,8 @@ class Engine:
         return self.now() - self.start_epoch
 
     def advance(self, seconds: float) -> float:
-        """Jump the emulated clock forward and process everything that became due; returns the new now."""
+        """Jump the emulated clock forward and process everything that became due; returns the new now.
+        A shared clock moves for every region (each brings its world up to it before it answers)."""
         self._clock.advance(seconds)
         return self.sync()
 
@@ -117,7 +122,8 @@ class Engine:
         """Forget all jobs and restart the clock, optionally with a new scenario."""
         if scenario is not None:
             self._scenario = scenario
-        self._clock.restart(self._scenario)
+        if self._owns_clock:
+            self._clock.restart(self._scenario)
         self._jobs: dict[JobKind, dict[str, Job]] = {JobKind.TRAINING: {}, JobKind.PROCESSING: {}}
         self._events = EventQueue()
         self._job_seq = itertools.count(1)

@@ -7,7 +7,7 @@ Describe response at that moment into an AWS envelope and queues it, subject to 
 settings (delay, loss, duplicates). :class:`EventPump`, a daemon thread started with the server, ticks the
 service every 0.1 real seconds: the world advances even when nobody calls SageMaker, and the due events
 are delivered, in the order the changes happened, to the enabled rules of moto's default bus in the
-scenario's account and region (so a rule with an SQS target receives them).
+scenario's account and the job's region (so a rule with an SQS target receives them).
 
 Delivery goes through moto's ``Rule.send_to_targets``: it matches the rule's pattern and sends to the
 targets, writing the envelope's epoch ``time`` as ISO 8601 for SQS and CloudWatch Logs targets.
@@ -177,7 +177,7 @@ class EventPublisher:
             "source": SOURCE,
             "account": scenario.account_id,
             "time": event_time(now),
-            "region": scenario.region,
+            "region": job.arn.split(":")[3],
             "resources": [job.arn],
             "detail": detail,
         }

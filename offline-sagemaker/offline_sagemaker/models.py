@@ -195,6 +195,7 @@ class Job:
             "name": self.name,
             "kind": self.kind.value,
             "arn": self.arn,
+            "region": self.arn.split(":")[3],
             "status": self.status.value,
             "secondary_status": self.secondary_status,
             "selected_instance_type": choice.instance_type if choice else None,

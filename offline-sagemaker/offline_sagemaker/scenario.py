@@ -31,6 +31,7 @@ import yaml
 
 from offline_sagemaker.exceptions import ScenarioError, ScenarioRefused
 from offline_sagemaker.scenario_fields import SECTIONS, TOP_LEVEL_KEYS, unknown_key
+from offline_sagemaker.scenario_regions import regions_section
 from offline_sagemaker.scenario_types import (
     BUILTIN_SCENARIOS,
     CapacityWindow,
@@ -201,7 +202,7 @@ def parse_scenario(data: Mapping[str, Any], default_name: str) -> Scenario:
         if key not in TOP_LEVEL_KEYS:
             raise unknown_key("", key, TOP_LEVEL_KEYS)
     kwargs: dict[str, Any] = {"name": str(data.get("name", default_name))}
-    for section in SECTIONS:
+    for section in (*SECTIONS, regions_section):
         kwargs.update(section(data))
     return Scenario(**kwargs)
 

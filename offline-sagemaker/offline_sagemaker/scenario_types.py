@@ -11,6 +11,7 @@ plans stay absolute: a reservation has one window).
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ __all__ = [
     "PARTIAL_GROUP_STATUSES",
     "PHASES",
     "PLAN_STATUSES",
+    "REGION_KEYS",
     "SCALE_UP_TYPES",
     "CapacityWindow",
     "ClusterSettings",
@@ -36,6 +38,7 @@ __all__ = [
     "Faults",
     "JobLogs",
     "PhaseSeconds",
+    "RegionSettings",
     "Scenario",
     "ScenarioSource",
     "TrainingPlan",
@@ -259,6 +262,34 @@ class JobLogs:
         return {key: list(getattr(self, key)) for key in JOB_LOG_KEYS}
 
 
+#: What a region of ``regions`` may set for itself (every other setting is the scenario's own).
+REGION_KEYS = ("capacity", "quotas", "training_plans")
+
+
+@dataclass(frozen=True)
+class RegionSettings:
+    """What differs in one more region of the scenario; None keeps the scenario's own value.
+
+    :param capacity: the region's capacity windows (``{instance type or glob: windows}``).
+    :param quotas: the region's account quotas (``{kind: {instance type or glob: max instances}}``).
+    :param training_plans: the region's reservations (their ARNs name the region).
+    """
+
+    capacity: Mapping[str, tuple[CapacityWindow, ...]] | None = None
+    quotas: Mapping[str, Mapping[str, int]] | None = None
+    training_plans: tuple[TrainingPlan, ...] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.capacity is not None:
+            out["capacity"] = {t: [w.as_dict() for w in ws] for t, ws in self.capacity.items()}
+        if self.quotas is not None:
+            out["quotas"] = {kind: dict(limits) for kind, limits in self.quotas.items()}
+        if self.training_plans is not None:
+            out["training_plans"] = [p.as_dict() for p in self.training_plans]
+        return out
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A validated scenario. Build one with :func:`load_scenario`; the constructor does not validate.
@@ -292,6 +323,9 @@ class Scenario:
         others are ``allowed``).
     :param events: how job state changes reach EventBridge (see :class:`EventSettings`).
     :param clusters: how HyperPod cluster nodes come and go (see :class:`ClusterSettings`).
+    :param regions: the other regions' own capacity, quotas and training plans (see
+        :class:`RegionSettings`). Every region is a world of its own (jobs, clusters, ARNs, capacity
+        pools) on one clock; a region not named here has the scenario's own settings.
     """
 
     name: str = "custom"
@@ -321,6 +355,20 @@ class Scenario:
     iam_denied_actions: frozenset[str] = frozenset()
     events: EventSettings = field(default_factory=EventSettings)
     clusters: ClusterSettings = field(default_factory=ClusterSettings)
+    regions: Mapping[str, RegionSettings] = field(default_factory=dict)
+
+    def in_region(self, region: str) -> Scenario:
+        """The scenario as seen from ``region``: its identity, and that region's own settings if it has any."""
+        if region == self.region:
+            return self
+        own = self.regions.get(region) or RegionSettings()
+        return dataclasses.replace(
+            self,
+            region=region,
+            capacity=self.capacity if own.capacity is None else own.capacity,
+            quotas=self.quotas if own.quotas is None else own.quotas,
+            training_plans=self.training_plans if own.training_plans is None else own.training_plans,
+        )
 
     def price(self, instance_type: str, region: str) -> float | None:
         """USD per instance-hour of ``instance_type`` in ``region``; None when not offered there."""
@@ -400,6 +448,8 @@ class Scenario:
             out["access_denied"] = sorted(self.access_denied)
         if self.iam_denied_actions:
             out["iam_denied_actions"] = sorted(self.iam_denied_actions)
+        if self.regions:
+            out["regions"] = {region: own.as_dict() for region, own in self.regions.items()}
         return out
 
 

@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from offline_sagemaker.admin import dispatch
-from offline_sagemaker.api import SageMakerApi
-from offline_sagemaker.engine import Engine
 from offline_sagemaker.eventbridge import EventPublisher, put_on_default_bus
 from offline_sagemaker.exceptions import ApiError, SerializationError
 from offline_sagemaker.faults import Fault, FaultInjector
@@ -31,6 +29,7 @@ from offline_sagemaker.moto_world import (
 )
 from offline_sagemaker.moto_world import reset as reset_moto
 from offline_sagemaker.operations import JOB_NAME_PARAM, access_key_id
+from offline_sagemaker.regions import Regions, region_of_arn, signed_region
 from offline_sagemaker.responses import Response, dropped, error_response, json_response
 from offline_sagemaker.scenario import ScenarioFiles, load_scenario
 from offline_sagemaker.scenario_types import Faults, Scenario, ScenarioSource
@@ -74,8 +73,10 @@ class EmulatorService:
         # Held by the one delivering (outside ``lock``), so events leave in the order they were taken.
         self._delivery_lock = threading.Lock()
         loaded = load_scenario(scenario)
-        self.engine = Engine(loaded, real_clock=real_clock, wall_clock=wall_clock)
-        self.api = SageMakerApi(self.engine)
+        #: One world per region (see :mod:`.regions`); :attr:`engine` and :attr:`api` are the home one's.
+        self.regions = Regions(loaded, real_clock, wall_clock)
+        self.engine = self.regions.home
+        self.api = self.regions.home_api
         self._injector = FaultInjector(loaded)
         self._stats = Stats()
         self._wall_clock = wall_clock
@@ -85,7 +86,7 @@ class EmulatorService:
         #: Whether a reset clears moto's backends of this process too (the app that serves moto sets it).
         self.resets_moto = False
         if publish_events:
-            self.engine.observer = self.events.record
+            self.regions.observe(self.events.record)
 
     @property
     def scenario(self) -> Scenario:
@@ -110,8 +111,9 @@ class EmulatorService:
         A response latency of ``operation`` holds the answer after the call ran (accepted or rejected),
         outside the lock, counted in :meth:`stats` under ``in_flight`` meanwhile.
 
-        :param authorization: the request's ``Authorization`` header; only the access key id it names is
-            kept (counted in :meth:`stats`), the signature is neither checked nor stored.
+        :param authorization: the request's ``Authorization`` header; the region it was signed for picks
+            the world that answers (see :mod:`.regions`), the access key id it names is counted in
+            :meth:`stats`; the signature is neither checked nor stored.
         """
         params = _json_params(body)
         with self.lock:
@@ -133,7 +135,7 @@ class EmulatorService:
         error: ApiError | None = None
         with self.lock:
             try:
-                result = self.api.call(operation, params)
+                result = self.regions.world(signed_region(authorization))[1].call(operation, params)
             except ApiError as rejected:
                 self._stats.rejected(operation, rejected.code)
                 error = rejected
@@ -199,20 +201,21 @@ class EmulatorService:
 
     def _describe(self, job: Job) -> dict[str, Any]:
         """The Describe response of ``job`` as it is now: the detail of its EventBridge events."""
+        api = self.regions.world(region_of_arn(job.arn))[1]
         if job.kind is JobKind.TRAINING:
-            return self.api.describe_training(job)
-        return self.api.describe_processing(job)
+            return api.describe_training(job)
+        return api.describe_processing(job)
 
     def pump_events(self) -> int:
-        """One tick of the event pump: advance the world to now, then deliver the due events to the default
-        bus of the scenario's account and region (outside the lock); returns how many were delivered."""
+        """One tick of the event pump: advance every region to now, then deliver the due events to the
+        default bus of the scenario's account in each job's region (outside the lock); returns how many
+        were delivered."""
         with self._delivery_lock:
             with self.lock:
-                self.engine.sync()
+                self.regions.sync()
                 due = self.events.take_due()
-                scenario = self.engine.scenario
             for envelope, epoch in due:
-                put_on_default_bus(envelope, epoch, scenario.account_id, scenario.region)
+                put_on_default_bus(envelope, epoch, envelope["account"], envelope["region"])
         return len(due)
 
     # ----------------------------------------------------------------------------- admin (methods)
@@ -225,16 +228,17 @@ class EmulatorService:
             return {**self._stats.snapshot(), "events": self.events.snapshot()}
 
     def jobs(self) -> list[dict[str, Any]]:
-        """Admin views of all jobs in creation order."""
+        """Admin views of all jobs: the scenario's region's in creation order, then each other region's."""
         with self.lock:
-            self.engine.sync()
-            return [job.view(self.engine.start_epoch) for job in self.engine.jobs()]
+            self.regions.sync()
+            return [job.view(self.engine.start_epoch) for job in self.regions.jobs()]
 
-    def job(self, name: str) -> dict[str, Any]:
-        """Admin view of one job (training first, then processing); KeyError if unknown."""
+    def job(self, name: str, region: str | None = None) -> dict[str, Any]:
+        """Admin view of one job (training first, then processing) in ``region`` (None: the scenario's
+        region first, then the others); KeyError if unknown."""
         with self.lock:
-            self.engine.sync()
-            job = self.engine.find(name)
+            self.regions.sync()
+            job = self.regions.find(name, region)
             if job is None:
                 raise KeyError(name)
             return job.view(self.engine.start_epoch)
@@ -254,7 +258,7 @@ class EmulatorService:
         """Reset to ``scenario`` (None: the one in force). No event is being delivered meanwhile: the pending
         ones go, and none lands on a bus of the world being dropped."""
         with self._delivery_lock, self.lock:
-            self.engine.reset(scenario)
+            self.regions.reset(scenario)
             scenario = self.engine.scenario
             self._injector = FaultInjector(scenario)
             self._stats = Stats()
@@ -266,7 +270,7 @@ class EmulatorService:
     def clock(self) -> dict[str, float]:
         """Emulated now, seconds since the world started, and the time scale."""
         with self.lock:
-            now = self.engine.sync()
+            now = self.regions.sync()
             return {
                 "now": now,
                 "elapsed": now - self.engine.start_epoch,
@@ -277,7 +281,7 @@ class EmulatorService:
     def advance(self, seconds: float) -> float:
         """Jump the emulated clock forward; returns the new emulated now."""
         with self.lock:
-            return self.engine.advance(seconds)
+            return self.regions.advance(seconds)
 
     def set_faults(
         self,
@@ -348,9 +352,10 @@ class EmulatorService:
         return kept_event_queues()
 
     def stop_all_jobs(self) -> int:
-        """Stop every non-terminal job; returns how many were asked to stop."""
+        """Stop every non-terminal job in every region; returns how many were asked to stop."""
         with self.lock:
-            return self.engine.stop_all(self.engine.sync())
+            now = self.regions.sync()
+            return sum(engine.stop_all(now) for engine in self.regions.engines())
 
     def health(self) -> dict[str, Any]:
         """Liveness plus the scenario name and region."""
