@@ -68,9 +68,10 @@ class StopUnattendedJob:
             return
         from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 
+        region_name, conn_id = job_region(task, context, settings)
         hook = AwsSettings(
-            aws_conn_id=settings.get("aws_conn_id"),
-            region_name=settings.get("region_name"),
+            aws_conn_id=conn_id,
+            region_name=region_name,
             verify=settings.get("verify"),
             botocore_config=settings.get("botocore_config"),
         ).hook()
@@ -176,6 +177,22 @@ def _rendered(task: Any, value: Any, context: Mapping[str, Any]) -> Any:
         return value
 
 
+def job_region(task: Any, context: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The region and connection of the task's job: where the try recorded it (XCom ``region``, pushed
+    before each Create) when a stage moved it to one of the task's ``regions``, else the task's own."""
+    region = _own_xcom(context, XComKey.REGION)
+    own = (settings.get("region_name"), settings.get("aws_conn_id"))
+    if not isinstance(region, str) or not region or region == own[0]:
+        return own
+    regions = getattr(task, "regions", None)
+    if regions is None:
+        regions = (getattr(task, "partial_kwargs", None) or {}).get("regions")
+    for entry in regions if isinstance(regions, list | tuple) else []:
+        if isinstance(entry, Mapping) and entry.get("region") == region:
+            return region, entry.get("aws_conn_id") or own[1]
+    return region, own[1]
+
+
 def recorded_job_name(context: Mapping[str, Any]) -> str | None:
     """The job this task try submitted or reattached to (XCom), else its last recorded submission.
 
@@ -183,17 +200,22 @@ def recorded_job_name(context: Mapping[str, Any]) -> str | None:
     store also covers a try that failed before pushing it (the previous try's job, still running), but
     the DAG processor cannot reach it: there it is skipped.
     """
-    ti = context.get("ti") or context.get("task_instance")
-    try:
-        name = ti.xcom_pull(  # type: ignore[union-attr]
-            task_ids=ti.task_id,  # type: ignore[union-attr]
-            key=XComKey.JOB_NAME.value,
-            map_indexes=getattr(ti, "map_index", -1),
-        )
-    except Exception:
-        log.warning("Could not read XCom %s", XComKey.JOB_NAME.value, exc_info=True)
-        name = None
+    name = _own_xcom(context, XComKey.JOB_NAME)
     if isinstance(name, str) and name:
         return name
     state = JobStateStore.of(context).load_or_none()
     return state.job_name if state is not None else None
+
+
+def _own_xcom(context: Mapping[str, Any], key: XComKey) -> Any:
+    """The task instance's own XCom ``key`` (None when it cannot be read)."""
+    ti = context.get("ti") or context.get("task_instance")
+    try:
+        return ti.xcom_pull(  # type: ignore[union-attr]
+            task_ids=ti.task_id,  # type: ignore[union-attr]
+            key=key.value,
+            map_indexes=getattr(ti, "map_index", -1),
+        )
+    except Exception:
+        log.warning("Could not read XCom %s", key.value, exc_info=True)
+        return None

@@ -43,6 +43,8 @@ class XComKey(str, Enum):
     CAPACITY = "capacity"
     ACCELERATORS = "accelerators"
     JOB_STATUS = "job_status"
+    REGION = "region"
+    REGION_RANK = "region_rank"
 
 
 class Capacity(str, Enum):
@@ -102,6 +104,10 @@ class CapacityOutcome:
     #: Acceptance windows (see :mod:`.windows`): one ``StageRecord.as_dict()`` per submission stage,
     #: empty for a list without windows. ``pending_seconds`` is then the total across stages.
     stages: list[dict[str, Any]] = field(default_factory=list)
+    #: The AWS region the job ran in (from its ARN), and its place among the task's regions: 1 = the task's
+    #: own, 2 = the first of ``regions``... (see :mod:`.regions`).
+    region: str | None = None
+    region_rank: int = field(default=1, metadata=OUTCOME_ONLY)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,7 +230,14 @@ def outcome_from_describe(
         created_at=_iso(describe.get("CreationTime")),
         ended_at=_iso(describe.get(spec.end_time_field)),
         model_artifacts=(describe.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
+        region=_region_of_arn(describe.get(spec.arn_field)),
     )
+
+
+def _region_of_arn(arn: Any) -> str | None:
+    """The region field of an ARN (``arn:aws:sagemaker:<region>:...``); None for anything else."""
+    parts = arn.split(":") if isinstance(arn, str) else []
+    return parts[3] or None if len(parts) > 3 and parts[0] == "arn" else None
 
 
 def _iso(value: Any) -> str | None:

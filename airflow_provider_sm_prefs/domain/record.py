@@ -187,10 +187,11 @@ class CapacityRecord:
         values = {
             name: _copied(getattr(outcome, name)) for name in schema.recorded(type(outcome)) if name in names
         }
+        # The job's own region (its ARN's) when the outcome knows it, else where the task reached SageMaker.
+        values["region"] = values.get("region") or region
         return cls(
             **asdict(ti),
             **values,
-            region=region,
             recorded_at=_now(now),
             identity_tags=dict(identity_tags or {}),
         )

@@ -116,6 +116,28 @@ class FailoverRegion:
     instance_preferences: InstancePreferenceList | None = None
     aws_conn_id: str | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe form (kept in the task's state); round-trips through :meth:`from_dict`."""
+        prefs = self.instance_preferences
+        return {
+            "region": self.region,
+            "after": self.after,
+            "overrides": copy.deepcopy(dict(self.overrides)),
+            "instance_preferences": prefs.as_list() if prefs is not None else None,
+            "aws_conn_id": self.aws_conn_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], kind: JobKind) -> FailoverRegion:
+        prefs = data.get("instance_preferences")
+        return cls(
+            region=str(data["region"]),
+            after=float(data["after"]),
+            overrides=dict(data.get("overrides") or {}),
+            instance_preferences=InstancePreferenceList.from_response(prefs, kind) if prefs else None,
+            aws_conn_id=data.get("aws_conn_id"),
+        )
+
 
 def region_of(value: Any) -> str | None:
     """The region an ECR image URI or an ARN names; None for anything else (a key id, a public image)."""

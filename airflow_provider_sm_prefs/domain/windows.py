@@ -27,6 +27,7 @@ from airflow_provider_sm_prefs.domain.preferences import (
     InstancePreference,
     InstancePreferenceList,
 )
+from airflow_provider_sm_prefs.domain.regions import FailoverRegion
 
 __all__ = ["Stage", "StageEnd", "StageLimits", "StageRecord", "plan_stages", "stage_limits", "stage_suffix"]
 
@@ -45,26 +46,40 @@ class Stage:
     opens_at: float
     closes_at: float | None
     ranks: tuple[int, ...]
+    #: The region this stage moves the job to (None: the task's own region).
+    region: FailoverRegion | None = None
+
+    def listed(self, submitted: InstancePreferenceList) -> InstancePreferenceList:
+        """The list this stage's outcome reports against: the region's own list, else the one submitted."""
+        own = self.region.instance_preferences if self.region is not None else None
+        return own if own is not None else submitted
 
     def preferences(self, submitted: InstancePreferenceList) -> InstancePreferenceList:
         """This stage's list, as sent to AWS (windows are ours: they are dropped)."""
-        entries: list[InstancePreference] = [replace(submitted[r - 1], accept_after=None) for r in self.ranks]
-        return InstancePreferenceList._from_parsed(entries, submitted.kind)  # entries of a checked list
+        listed = self.listed(submitted)
+        entries: list[InstancePreference] = [replace(listed[r - 1], accept_after=None) for r in self.ranks]
+        return InstancePreferenceList._from_parsed(entries, listed.kind)  # entries of a checked list
 
     @property
     def is_last(self) -> bool:
         return self.closes_at is None
 
 
-def plan_stages(submitted: InstancePreferenceList) -> list[Stage]:
-    """The stages of a list: one per distinct window; a list without windows is a single stage."""
+def plan_stages(submitted: InstancePreferenceList, regions: Sequence[FailoverRegion] = ()) -> list[Stage]:
+    """The stages of a list: one per distinct window (a list without windows is a single stage), then one
+    per region after the task's own, each offering the region's own list or every entry submitted."""
     windows = submitted.windows
-    opens = sorted(set(windows))
+    home = sorted(set(windows))
+    opens = home + [region.after for region in regions]
     stages: list[Stage] = []
     for number, at in enumerate(opens, start=1):
         closes = opens[number] if number < len(opens) else None
-        ranks = tuple(rank for rank, window in enumerate(windows, start=1) if window <= at)
-        stages.append(Stage(number, at, closes, ranks))
+        region = regions[number - len(home) - 1] if number > len(home) else None
+        if region is None:
+            ranks = tuple(rank for rank, window in enumerate(windows, start=1) if window <= at)
+        else:
+            ranks = tuple(range(1, len(region.instance_preferences or submitted) + 1))
+        stages.append(Stage(number, at, closes, ranks, region))
     return stages
 
 
@@ -133,6 +148,7 @@ class StageRecord:
     :param pending_seconds: how long that job waited, from AWS's timestamps.
     :param ended: a :class:`StageEnd` value.
     :param created_at: the job's CreationTime (ISO 8601), when known.
+    :param region: the region the stage ran in, when it moved the job out of the task's own region.
     """
 
     stage: int
@@ -141,9 +157,13 @@ class StageRecord:
     pending_seconds: float
     ended: str
     created_at: str | None = None
+    region: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.region is None:
+            del data["region"]  # the stored form of a stage in the task's own region, as it always was
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StageRecord:
@@ -154,6 +174,7 @@ class StageRecord:
             pending_seconds=float(data.get("pending_seconds") or 0.0),
             ended=str(data.get("ended") or StageEnd.FAILED.value),
             created_at=data.get("created_at"),
+            region=data.get("region"),
         )
 
 

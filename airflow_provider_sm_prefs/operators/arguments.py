@@ -28,6 +28,7 @@ from airflow_provider_sm_prefs.operators.parse_time import (
     check_literal_arguments,
     plain_literals,
     stored_preferences,
+    stored_regions,
 )
 from airflow_provider_sm_prefs.operators.rendered import Derived, RenderedArguments
 from airflow_provider_sm_prefs.operators.task_try import NO_TRY
@@ -48,12 +49,17 @@ class PreferenceOperatorArguments(BaseOperator):
         "config",
         "instance_preferences",
         "max_pending",
+        "regions",
         "aws_conn_id",
         "region_name",
         "verify",
         *GUARDRAIL_FIELDS,
     )
-    template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "instance_preferences": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "config": "json",
+        "instance_preferences": "json",
+        "regions": "json",
+    }
     operator_extra_links = (
         SageMakerPreferenceJobLink(),
         SageMakerPreferenceJobLogsLink(),
@@ -64,6 +70,7 @@ class PreferenceOperatorArguments(BaseOperator):
     config: Any
     instance_preferences: Any
     max_pending: Any
+    regions: Any
     aws_conn_id: str | None
     region_name: str | None
     verify: bool | str | None
@@ -111,6 +118,7 @@ class PreferenceOperatorArguments(BaseOperator):
         config: dict[str, Any],
         instance_preferences: Any = None,
         max_pending: timedelta | int | float | str | None = None,
+        regions: Any = None,
         wait_for_completion: bool = True,
         poll_interval: float = 30.0,
         max_poll_interval: float | None = None,
@@ -145,6 +153,7 @@ class PreferenceOperatorArguments(BaseOperator):
             config=config,
             instance_preferences=stored_preferences(instance_preferences),
             max_pending=max_pending,
+            regions=stored_regions(regions),
             aws_conn_id=aws_conn_id,
             region_name=region_name,
             verify=verify,
@@ -172,6 +181,7 @@ class PreferenceOperatorArguments(BaseOperator):
             _config=Derived(),
             _pending=Derived(),
             _waited=None,
+            _region=None,
         )
         # Literal arguments fail the DAG import at parse time; templated ones are checked in execute().
         # The list parsed here is kept (execute parses the rendered list once more, after templating).
@@ -182,6 +192,8 @@ class PreferenceOperatorArguments(BaseOperator):
             max_pending,
             (self.requirements, max_hourly_cost, max_cost_increase, preflight, prices),  # GUARDRAIL_FIELDS
             self.log,
+            self.regions,
+            region_name,
         )
 
     def _set_xcomargs_dependencies(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from airflow_provider_sm_prefs.domain.exceptions import InvalidInstancePreferencesError
 from airflow_provider_sm_prefs.domain.kinds import JobKind
 from airflow_provider_sm_prefs.domain.preferences import (
     ACCEPT_AFTER,
@@ -22,10 +23,17 @@ from airflow_provider_sm_prefs.domain.preferences import (
     check_request,
     to_seconds,
 )
+from airflow_provider_sm_prefs.domain.regions import FailoverRegion, read_regions, region_problems
 from airflow_provider_sm_prefs.guardrail_check import GuardrailCheck
 from airflow_provider_sm_prefs.operators.templates import has_template
 
-__all__ = ["check_literal_arguments", "plain_literals", "stored_preferences"]
+__all__ = [
+    "check_literal_arguments",
+    "checked_regions",
+    "plain_literals",
+    "stored_preferences",
+    "stored_regions",
+]
 
 
 def stored_preferences(value: Any) -> Any:
@@ -63,6 +71,40 @@ def plain_literals(values: Iterable[Any] | list[Any]) -> bool:
     return True
 
 
+def stored_regions(value: Any) -> Any:
+    """``regions`` as the operator stores it: each region a mapping of builtins where it is literal
+    (``after`` in seconds: JSON-safe in the serialized DAG), else as given (a template, an XComArg)."""
+    if not isinstance(value, list | tuple):
+        return value
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, FailoverRegion):
+            item = item.as_dict()
+        if isinstance(item, Mapping) and isinstance(item.get("after"), timedelta):
+            item = {**item, "after": item["after"].total_seconds()}
+        out.append(item)
+    return out
+
+
+def checked_regions(
+    kind: JobKind,
+    raw: Any,
+    request: Mapping[str, Any],
+    prefs: InstancePreferenceList,
+    home_region: str | None,
+) -> tuple[FailoverRegion, ...]:
+    """The regions, read and checked against the request and list they move (:mod:`~..domain.regions`).
+
+    :raises InvalidInstancePreferencesError: naming each region, field and fix.
+    """
+    regions, problems = read_regions(raw, kind)
+    if not problems:
+        problems = region_problems(kind, request, regions, prefs, home_region)
+    if problems:
+        raise InvalidInstancePreferencesError(problems)
+    return regions
+
+
 def check_literal_arguments(
     kind: JobKind,
     config: Any,
@@ -70,6 +112,8 @@ def check_literal_arguments(
     max_pending: Any,
     guardrails: tuple[Any, ...],
     log: Any,
+    regions: Any = None,
+    region_name: Any = None,
 ) -> InstancePreferenceList | None:
     """Fail the DAG import on literal arguments that break a documented rule; templated ones wait for
     ``execute``.
@@ -85,4 +129,6 @@ def check_literal_arguments(
         prefs = check_request(kind, config, instance_preferences, to_seconds(max_pending))
     if everything_literal or not has_template(guardrails):
         GuardrailCheck(kind, guardrails, max_pending, log).check_at_parse_time(prefs, config)
+    if regions is not None and prefs is not None and not has_template((regions, region_name)):
+        checked_regions(kind, regions, config, prefs, region_name)
     return prefs

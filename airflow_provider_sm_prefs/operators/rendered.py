@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from airflow_provider_sm_prefs.domain import exceptions as errors
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
+from airflow_provider_sm_prefs.domain.regions import FailoverRegion
 
 __all__ = ["Derived", "RenderedArguments", "decode_config"]
 
@@ -53,7 +54,9 @@ class Derived(Generic[T]):
 def _key(value: Any) -> Any:
     """What :class:`Derived` compares: the ``marshal`` bytes of a tree of builtins, else the object."""
     try:
-        return marshal.dumps(value)
+        # Version 2: no back-references, which version 3 and later write for objects referenced more than
+        # once at the moment of the call (equal values would then give different bytes).
+        return marshal.dumps(value, 2)
     except ValueError:
         return _Object(value)
 
@@ -79,12 +82,14 @@ class RenderedArguments:
     :param request: the Create request built from it (the list in place).
     :param preferences: the list, parsed and checked with the request.
     :param max_pending: ``max_pending`` in seconds (None when not set).
+    :param regions: the regions after the task's own, checked against the request.
     """
 
     config: Any
     request: dict[str, Any]
     preferences: InstancePreferenceList
     max_pending: int | None
+    regions: tuple[FailoverRegion, ...] = ()
 
 
 def decode_config(config: Any) -> Any:

@@ -143,7 +143,7 @@ class ResumeMethods:
                 "the wait ended without an event and the task's job state records no job to look at",
             )
         stages = self._windows.state if self._windows is not None else None
-        listed = stages.submitted if stages is not None else None
+        listed = stages.listed if stages is not None else None
         prefs = listed or self._submitted_list(self._progress.preferences)
         self._progress.job_name = state.job_name
         self.log.warning(
@@ -166,7 +166,7 @@ class ResumeMethods:
         """The end of the capacity wait: push the outcome; then wait for completion if asked."""
         assert self._windows is not None
         progress, stages = self._progress, self._windows.state
-        preferences = stages.submitted.as_list() if stages else progress.preferences
+        preferences = stages.listed.as_list() if stages else progress.preferences
         received = CapacityEvent.from_payload(event, progress.job_name or "?")
         if stages is not None and received.status is not EventStatus.SUCCESS:
             progress.stages = [*stages.history, self._windows.failed_stage(received)]
@@ -174,7 +174,7 @@ class ResumeMethods:
             run.context, received, progress, selection=True, stages=self._windows.with_stages
         )
         if self.wait_for_completion and not received.job_ended:
-            prefs = stages.submitted if stages else self._submitted_list(preferences or outcome.preferences)
+            prefs = stages.listed if stages else self._submitted_list(preferences or outcome.preferences)
             return self._wait(run, WaitFor.COMPLETION, prefs, None)
         return result
 

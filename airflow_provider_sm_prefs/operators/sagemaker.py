@@ -46,7 +46,6 @@ from airflow_provider_sm_prefs.guardrail_check import (
 )
 from airflow_provider_sm_prefs.hooks.logs import SageMakerJobLogsHook
 from airflow_provider_sm_prefs.hooks.sagemaker import (
-    AwsSettings,
     SageMakerPreferenceHook,
 )
 from airflow_provider_sm_prefs.job_logs import JobLogPrinter
@@ -55,6 +54,8 @@ from airflow_provider_sm_prefs.operators.arguments import PreferenceOperatorArgu
 from airflow_provider_sm_prefs.operators.finishing import FinishDecision, decide_finish
 from airflow_provider_sm_prefs.operators.identity import IdentityTags, job_claim
 from airflow_provider_sm_prefs.operators.openlineage import OperatorLineageMethods
+from airflow_provider_sm_prefs.operators.parse_time import checked_regions
+from airflow_provider_sm_prefs.operators.region_moves import RegionMoves
 from airflow_provider_sm_prefs.operators.rendered import RenderedArguments, decode_config
 from airflow_provider_sm_prefs.operators.resume import ResumeMethods
 from airflow_provider_sm_prefs.operators.submission import Completed, Create, JobStart, Reattach, SubmitOnce
@@ -68,7 +69,9 @@ from airflow_provider_sm_prefs.task_state import GOES_ON, current_state
 Resume = Callable[..., "dict[str, Any] | None"]
 
 
-class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, PreferenceOperatorArguments):
+class SageMakerPreferenceBaseOperator(
+    RegionMoves, ResumeMethods, OperatorLineageMethods, PreferenceOperatorArguments
+):
     """Submit a SageMaker job with an ordered list of acceptable instance types and wait for capacity.
 
     The list is checked against every documented rule before any AWS call (literal arguments already
@@ -132,7 +135,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
-        return AwsSettings.of(self).hook()
+        return self._aws().hook()
 
     @cached_property
     def recorder(self) -> CapacityRecorder:
@@ -144,7 +147,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
         """Prints an ended job's log lines into the task log (``print_log``, ``max_log_lines``)."""
         return JobLogPrinter(
             self.job_kind,
-            lambda: SageMakerJobLogsHook(**AwsSettings.of(self).hook_kwargs()),
+            lambda: SageMakerJobLogsHook(**self._aws().hook_kwargs()),
             self.print_log,
             self.max_log_lines,
             self.log,
@@ -152,7 +155,10 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
 
     def completion(self) -> WaitCompletion:
         """Ends this try's waits: the outcome with the job's logs, guardrails and stages, pushed."""
-        return WaitCompletion(self.recorder, self.job_logs, self._guardrails, self.log)
+        region = self._region
+        # A region's own list was not what the guardrails left of the list as written: its ranks are its own.
+        own_list = region is not None and region.instance_preferences is not None
+        return WaitCompletion(self.recorder, self.job_logs, None if own_list else self._guardrails, self.log)
 
     @cached_property
     def capacity_wait(self) -> CapacityWait:
@@ -162,7 +168,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
             self.max_poll_interval,
             self.stop_job_on_kill,
             self.min_defer_seconds,
-            AwsSettings.of(self),
+            self._aws(),
         )
         return CapacityWait(self.job_kind, self.hook, settings)
 
@@ -202,7 +208,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
 
         :raises InvalidInstancePreferencesError: naming each broken rule and its fix.
         """
-        sources = (self.config, self.instance_preferences, self.max_pending)
+        sources = (self.config, self.instance_preferences, self.max_pending, self.regions, self.region_name)
         rendered = self._rendered.get(sources, self._check_arguments)
         self._preferences = rendered.preferences
         return rendered
@@ -210,7 +216,8 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
     def _check_arguments(self) -> RenderedArguments:
         config, max_pending = self._rendered_config(), self._max_pending_seconds()
         request, prefs = build_request(self.job_kind, config, self.instance_preferences, max_pending)
-        return RenderedArguments(config, request, prefs, max_pending)
+        regions = checked_regions(self.job_kind, self.regions, request, prefs, self.region_name)
+        return RenderedArguments(config, request, prefs, max_pending, regions)
 
     def _max_pending_seconds(self) -> int | None:
         """``max_pending`` in seconds, converted once per rendering."""
@@ -251,9 +258,14 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
             self._try = TaskTry.of(context)
             self._progress, self._windows, self._guardrails, self._waited = TryProgress(), None, None, None
         if self._windows is None:
+            self._move_to(None)
             self._windows = AcceptanceWindows(
                 self.job_kind, self.hook, self._try.store, self._progress, self.log
             )
+            if self.regions:
+                # A try that goes on from a stage in another region acts on that stage's job there.
+                recorded = self._windows.recorded()
+                self._move_to(recorded.region if recorded is not None else None)
         return self._try, self._windows
 
     def execute(self, context: Context) -> dict[str, Any] | None:
@@ -287,7 +299,7 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
             case Reattach(job_name, describe):
                 # The job runs already (with the guardrails and stages it was submitted with).
                 stages = windows.begin(prefs, job_name, self._total_pending(request))
-                prefs = stages.submitted if stages is not None else prefs
+                prefs = stages.listed if stages is not None else prefs
                 return self._start(run, JobStart(job_name, prefs, deadline, describe=describe))
             case Create(job_name):
                 # 3. The guardrails before Create: no Create call if nothing remains.
@@ -296,8 +308,10 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
                 )
                 self._guardrails = report.as_dict()
                 run.store.update(guardrails=self._guardrails)
-                # 4. Acceptance windows: the list goes in stages, each its own job.
-                stages = windows.begin(prefs, job_name, self._total_pending(request))
+                # 4. Acceptance windows and regions: the list goes in stages, each its own job.
+                regions = self._arguments().regions
+                self._check_home_region(regions)
+                stages = windows.begin(prefs, job_name, self._total_pending(request), regions)
                 if stages is not None:
                     return self._start_stage(run, job_name, stages.limits(kind, stages.elapsed))
                 request[kind.spec.name_field] = job_name
@@ -326,6 +340,9 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
         self._progress.job_name = job.job_name
         self._persist_links(run, job.job_name)
         run.push(XComKey.JOB_NAME, job.job_name)
+        region = self.recorder.known_region()
+        if region is not None:  # before Create: a failure callback finds the job there
+            run.push(XComKey.REGION, region)
         describe = job.describe
         if describe is None:
             assert job.request is not None
@@ -344,8 +361,9 @@ class SageMakerPreferenceBaseOperator(ResumeMethods, OperatorLineageMethods, Pre
         return self.submit_once.create(run, *create)
 
     def _start_stage(self, run: TaskTry, job_name: str, limits: StageLimits) -> dict[str, Any] | None:
-        """Start the current stage's job (its name already recorded) and wait for it."""
-        assert self._windows is not None
+        """Start the current stage's job (its name already recorded) and wait for it, in its region."""
+        assert self._windows is not None and self._windows.state is not None
+        self._move_to(self._windows.state.region)
         return self._start(run, self._windows.stage_start(self._rendered_config(), limits, job_name))
 
     def _record_arn(self, run: TaskTry, describe: Mapping[str, Any]) -> None:

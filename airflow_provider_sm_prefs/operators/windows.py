@@ -26,6 +26,7 @@ from airflow_provider_sm_prefs.domain.outcome import (
     terminal_error,
 )
 from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList, build_request, without_list
+from airflow_provider_sm_prefs.domain.regions import FailoverRegion, region_request
 from airflow_provider_sm_prefs.domain.status import Phase, WaitFor, as_datetime, phase_of, selected
 from airflow_provider_sm_prefs.domain.windows import (
     Stage,
@@ -59,6 +60,7 @@ class StageState:
     :param history: the stages that ended (``StageRecord.as_dict()``).
     :param stopping_for_next: the current stage is being stopped for the next one (stored as ``escalating``).
     :param elapsed: seconds of total waiting when the current stage was submitted.
+    :param regions: the regions after the task's own, each the last stages of the escalation.
     """
 
     submitted: InstancePreferenceList
@@ -69,14 +71,25 @@ class StageState:
     history: list[dict[str, Any]] = field(default_factory=list)
     stopping_for_next: bool = False
     elapsed: float = 0.0
+    regions: tuple[FailoverRegion, ...] = ()
 
     @property
     def stages(self) -> list[Stage]:
-        return plan_stages(self.submitted)
+        return plan_stages(self.submitted, self.regions)
 
     @property
     def current(self) -> Stage:
         return self.stages[self.stage - 1]
+
+    @property
+    def listed(self) -> InstancePreferenceList:
+        """The list the current stage's outcome reports against (a region's own, or the one submitted)."""
+        return self.current.listed(self.submitted)
+
+    @property
+    def region(self) -> FailoverRegion | None:
+        """The region the current stage runs in (None: the task's own)."""
+        return self.current.region
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +101,7 @@ class StageState:
             "history": list(self.history),
             "escalating": self.stopping_for_next,  # the stored form's key
             "elapsed": self.elapsed,
+            **({"regions": [r.as_dict() for r in self.regions]} if self.regions else {}),
         }
 
     @classmethod
@@ -101,6 +115,7 @@ class StageState:
             history=[r.as_dict() for r in stage_records(data.get("history"))],
             stopping_for_next=bool(data.get("escalating")),
             elapsed=float(data.get("elapsed") or 0.0),
+            regions=tuple(FailoverRegion.from_dict(r, kind) for r in data.get("regions") or []),
         )
 
     def offset(self, describe: Mapping[str, Any] | None) -> float:
@@ -176,6 +191,10 @@ class AcceptanceWindows:
         """What proves stage job ``job`` this task instance's (the identity tags recorded at its Create)."""
         return job_claim(self.store.load_or_none(), job, None, self.progress.identity_tags)
 
+    def recorded(self) -> StageState | None:
+        """The stage state recorded in the job state, not taken up (where a try's recorded job is)."""
+        return self._stages_of(self.store.load_or_none())
+
     def load(self) -> StageState | None:
         """The stage state recorded in the job state (this try resumes after a deferral or a restart)."""
         self.state = self._stages_of(self.store.load(), warn=True)
@@ -195,20 +214,28 @@ class AcceptanceWindows:
             return None
 
     def begin(
-        self, submitted: InstancePreferenceList, job_name: str, total: float | None
+        self,
+        submitted: InstancePreferenceList,
+        job_name: str,
+        total: float | None,
+        regions: tuple[FailoverRegion, ...] = (),
     ) -> StageState | None:
-        """The stages of this try: continued from the job state, or started when the list has windows."""
+        """The stages of this try: continued from the job state, or started when the list has windows or
+        the task has regions to move to."""
         stage_state = self._stages_of(self.store.load(), warn=True)
-        if stage_state is None and len(plan_stages(submitted)) > 1:
-            stage_state = StageState(submitted=submitted, stage=1, base_name=job_name, total=total)
+        if stage_state is None and len(plan_stages(submitted, regions)) > 1:
+            stage_state = StageState(
+                submitted=submitted, stage=1, base_name=job_name, total=total, regions=regions
+            )
             self.state = stage_state
             self.save()
             for stage in stage_state.stages:
                 self.log.info(
-                    "Stage %d%s offers %s",
+                    "Stage %d%s offers %s%s",
                     stage.number,
                     f" (from {format_duration(stage.opens_at)} of waiting)" if stage.opens_at else "",
                     stage.preferences(submitted).describe(),
+                    f" in {stage.region.region}" if stage.region else "",
                 )
         self.state = stage_state
         self.progress.stages = list(stage_state.history) if stage_state else None
@@ -250,13 +277,21 @@ class AcceptanceWindows:
             job_name=received.job_name,
             pending_seconds=0.0,
             ended=ended.value,
+            region=self._region_name(),
         ).as_dict()
+
+    def _region_name(self) -> str | None:
+        region = self.state.region if self.state is not None else None
+        return region.region if region is not None else None
 
     # -- requests --------------------------------------------------------------------------------------
     def stage_request(self, config: Mapping[str, Any], limits: StageLimits, job_name: str) -> dict[str, Any]:
         """The Create request of the current stage: its entries, and what remains of max_pending."""
         assert self.state is not None
+        region = self.state.region
         base = copy.deepcopy(without_list(self.job_kind, config))
+        if region is not None:
+            base = region_request(base, region)
         stopping = dict(base.get("StoppingCondition") or {})
         if stopping.pop("MaxPendingTimeInSeconds", None) is not None:
             base["StoppingCondition"] = stopping
@@ -264,10 +299,11 @@ class AcceptanceWindows:
         request, _ = build_request(self.job_kind, base, stage_list, limits.server_pending)
         request[self.job_kind.spec.name_field] = job_name
         self.log.info(
-            "Stage %d: submitting %s as %s%s",
+            "Stage %d: submitting %s as %s%s%s",
             self.state.stage,
             stage_list.describe(),
             job_name,
+            f" in {region.region}" if region is not None else "",
             f" (MaxPendingTimeInSeconds {limits.server_pending})" if limits.server_pending else "",
         )
         return request
@@ -278,7 +314,7 @@ class AcceptanceWindows:
         assert self.state is not None
         request = self.stage_request(config, limits, job_name)
         offered = self.state.current.preferences(self.state.submitted)
-        return JobStart(job_name, self.state.submitted, None, request=request, offered=offered)
+        return JobStart(job_name, self.state.listed, None, request=request, offered=offered)
 
     # -- outcome ---------------------------------------------------------------------------------------
     def with_stages(self, outcome: CapacityOutcome) -> CapacityOutcome:
@@ -293,12 +329,19 @@ class AcceptanceWindows:
             pending_seconds=outcome.pending_seconds,
             ended=StageEnd.SELECTED.value,
             created_at=outcome.created_at,
+            region=self._region_name(),
         )
         offset = stage_state.offset({"CreationTime": outcome.created_at})
+        region = stage_state.region
+        moved: dict[str, Any] = {}
+        if region is not None:
+            # Not the first choice as written, whatever the entry's rank in the region's list.
+            moved = {"region_rank": stage_state.regions.index(region) + 2, "fell_back": True}
         return replace(
             outcome,
             stages=[*stage_state.history, final.as_dict()],
             pending_seconds=round(outcome.pending_seconds + offset, 3),
+            **moved,
         )
 
     def _stage_ended(self, describe: Mapping[str, Any], ended: StageEnd, job_name: str) -> dict[str, Any]:
@@ -313,6 +356,7 @@ class AcceptanceWindows:
             pending_seconds=pending_seconds(kind, describe, service_now(describe)),
             ended=ended.value,
             created_at=created.isoformat() if created else None,
+            region=self._region_name(),
         ).as_dict()
 
     # -- a window closes -------------------------------------------------------------------------------
@@ -354,9 +398,7 @@ class AcceptanceWindows:
             )
             stage_state.stopping_for_next = False
             self.save()
-            event = event_from_describe(
-                kind, WaitFor.CAPACITY, describe, phase, stage_state.submitted, now=now
-            )
+            event = event_from_describe(kind, WaitFor.CAPACITY, describe, phase, stage_state.listed, now=now)
             return KeepJob(event.as_payload())
         error = terminal_error(kind, describe, now=now)
         if phase is Phase.WAITING:

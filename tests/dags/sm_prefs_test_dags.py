@@ -33,6 +33,8 @@ PARAMS: dict[str, Any] = {
     "prices": None,
     # The AWS connection the job task uses.
     "aws_conn_id": "aws_default",
+    # The regions after the task's own.
+    "regions": None,
 }
 
 
@@ -138,6 +140,7 @@ def _dag(dag_id: str, operator: type, retries: int = 0, **kwargs: Any) -> DAG:
             max_cost_increase="{{ params.max_cost_increase }}",
             prices="{{ params.prices }}",
             aws_conn_id="{{ params.aws_conn_id }}",
+            regions="{{ params.regions }}",
             poll_interval=POLL,
             **kwargs,
         )

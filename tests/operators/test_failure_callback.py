@@ -85,6 +85,9 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__SM_PREFS__DEPLOYMENT_ID", "tests")
 
 
+WEST_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1"
+
+
 def create(name: str, map_index: int = -1, deployment: str = "tests") -> None:
     """A job as the task instance FakeTI stands for created it: tagged with its identity (``deployment``)."""
     tags = AirflowIdentity("cb_dag", "job", "cb_run", map_index, 1, deployment).as_dict()
@@ -187,7 +190,37 @@ def test_stops_a_job_still_in_progress_as_the_dag_processor_calls_it(slow_sm: An
     STOP_UNATTENDED_JOB({"task": operator(), "ti": ti, "task_state_store": FakeStore(error=True)})
     assert stops(slow_sm, "cb-running") == 1
     assert slow_sm.job("cb-running")["status"] == "Stopping"
-    assert ti.pulls == [{"task_ids": "job", "key": XComKey.JOB_NAME.value, "map_indexes": 3}]
+    assert ti.pulls == [
+        {"task_ids": "job", "key": XComKey.JOB_NAME.value, "map_indexes": 3},
+        {"task_ids": "job", "key": XComKey.REGION.value, "map_indexes": 3},
+    ]
+
+
+def test_stops_the_job_in_the_region_the_task_moved_it_to(slow_sm: Any) -> None:
+    """A stage in one of the task's regions: the job is there, under the region's own connection if any."""
+    tags = AirflowIdentity("cb_dag", "job", "cb_run", -1, 1, "tests").as_dict()
+    request, prefs = build_request("training", training_config("cb-west", tags=tags), PREFS, 3600)
+    request["AlgorithmSpecification"]["TrainingImage"] = WEST_IMAGE
+    SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-west-2").create_job(
+        JobKind.TRAINING, request, prefs
+    )
+    create("cb-west")  # the same name in the task's own region: not the one to stop
+    regions = [
+        {
+            "region": "us-west-2",
+            "after": 3600,
+            "overrides": {
+                "AlgorithmSpecification": {"TrainingImage": WEST_IMAGE},
+                "OutputDataConfig": {"S3OutputPath": "s3://w/o"},
+            },
+        }
+    ]
+    ti = FakeTI({XComKey.JOB_NAME.value: "cb-west", XComKey.REGION.value: "us-west-2"})
+    STOP_UNATTENDED_JOB(
+        {"task": operator(regions=regions), "ti": ti, "task_state_store": FakeStore(error=True)}
+    )
+    assert slow_sm.job("cb-west", region="us-west-2")["status"] == "Stopping"
+    assert slow_sm.job("cb-west", region="us-east-1")["status"] == "InProgress"
 
 
 def test_leaves_alone_a_job_our_code_already_stopped_or_that_ended(slow_sm: Any) -> None:

@@ -45,6 +45,8 @@ OUTCOME_KEYS = {
     "capacity",
     "accelerators",
     "job_status",
+    "region",
+    "region_rank",
 }
 ALL_KEYS = OUTCOME_KEYS | {"capacity_outcome", "return_value"}
 
@@ -84,6 +86,8 @@ SELECTION = {
     "capacity": "on-demand",
     "accelerators": G5_X4,
     "job_status": "InProgress",
+    "region": "us-east-1",
+    "region_rank": 1,
     "return_value": {
         "accelerators": G5_X4,
         "billable_seconds": None,
@@ -104,6 +108,8 @@ SELECTION = {
         "pending_seconds": 0.0,
         "preference_rank": 2,
         "preferences": NIGHTLY_AS_STORED,
+        "region": "us-east-1",
+        "region_rank": 1,
         "secondary_status": "Training",
         "selected_instance_count": 4,
         "selected_instance_type": "ml.g5.48xlarge",
