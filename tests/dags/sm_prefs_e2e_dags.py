@@ -85,7 +85,7 @@ with DAG(
     start_date=datetime(2026, 9, 15),
     catchup=False,
     render_template_as_native_obj=True,
-    params={"config": {}, "prefs": None, "max_pending": None},
+    params={"config": {}, "prefs": None, "max_pending": None, "regions": None},
     default_args={"retries": 1, "retry_delay": timedelta(seconds=0)},
 ) as e2e_retry:
     (
@@ -94,6 +94,7 @@ with DAG(
             config="{{ params.config }}",
             instance_preferences="{{ params.prefs }}",
             max_pending="{{ params.max_pending }}",
+            regions="{{ params.regions }}",
             poll_interval=POLL,
             max_poll_interval=MAX_POLL,
             wait_for_completion=True,

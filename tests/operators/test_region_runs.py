@@ -5,11 +5,12 @@ time, and a region missing an override refused before any call.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 
-from tests.operators.test_dag_runs import scenario, training_config
+from tests.operators.test_dag_runs import processing_config, scenario, training_config
 from tests.operators.test_window_runs import ticking
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
@@ -53,6 +54,16 @@ def scarce_at_home(west_frees_at: float) -> dict[str, Any]:
     )
 
 
+def pending_in(job: dict[str, Any]) -> float:
+    """Emulated seconds ``job`` spent Pending, from its timeline (as AWS's Pending transitions count it)."""
+    timeline = job["timeline"]
+    return sum(
+        after["emulated_time"] - entry["emulated_time"]
+        for entry, after in itertools.pairwise(timeline)
+        if entry["secondary_status"] == "Pending"
+    )
+
+
 def selected_ever(sm: Any) -> list[tuple[str, str]]:
     """(region, job) of every job SageMaker ever selected an entry for, in any region."""
     return [(j["region"], j["name"]) for j in sm.jobs() if j["selected_instance_type"] is not None]
@@ -78,8 +89,11 @@ def test_a_home_region_out_of_capacity_moves_the_job_to_the_next_region(
     assert (home["status"], home["selected_instance_type"], home["start_time"]) == ("Stopped", None, None)
     assert selected_ever(sm) == [(WEST, "nightly-s2")]
     assert sorted((j["region"], j["name"]) for j in sm.jobs()) == [(EAST, "nightly"), (WEST, "nightly-s2")]
-    # It waited 600 emulated seconds in us-west-2, 2,400 in all.
-    assert xcom["pending_seconds"] == pytest.approx(MOVE_AFTER + 600, abs=120)
+    # The whole wait: from the home job's creation to the us-west-2 job's, then that job's Pending time.
+    moved = sm.job("nightly-s2", region=WEST)
+    assert moved["created_at"] - home["created_at"] >= MOVE_AFTER
+    waited = moved["created_at"] - home["created_at"] + pending_in(moved)
+    assert xcom["pending_seconds"] == pytest.approx(waited, abs=1)
     stages = xcom["return_value"]["stages"]
     assert [(s["stage"], s["job_name"], s["ended"], s.get("region")) for s in stages] == [
         (1, "nightly", "escalated", None),
@@ -126,3 +140,42 @@ def test_a_worker_killed_between_the_stop_and_the_next_create_leaves_one_job(
         (WEST, "nightly-s2", "InProgress"),
     ]
     assert sm.stats()["operations"]["CreateTrainingJob"] == 2
+
+
+def test_a_processing_job_moves_with_its_own_list_in_the_next_region(sm: Any, run_test_dag: Any) -> None:
+    """Processing (no pending limit of SageMaker's): the window is the task's; the region offers its own list."""
+    c7i, c6i = "ml.c7i.4xlarge", "ml.c6i.4xlarge"
+    sm.load_scenario(
+        scenario(
+            time_scale=0,
+            capacity={c7i: [{"from": 0, "free": 0}], c6i: [{"from": 0, "free": 0}]},
+            regions={WEST: {"capacity": {c7i: [{"from": 0, "free": 0}], c6i: [{"from": 0, "free": 4}]}}},
+        )
+    )
+    regions = [
+        {
+            "region": WEST,
+            "after": 900,
+            "overrides": {
+                "AppSpecification": {"ImageUri": "123456789012.dkr.ecr.us-west-2.amazonaws.com/prep:1"}
+            },
+            "instance_preferences": [{"instance_type": c6i, "instance_count": 1}],
+        }
+    ]
+    with ticking(sm):
+        states, xcom = run_test_dag(
+            "t_process",
+            config=processing_config(),
+            prefs=[{"instance_type": c7i, "instance_count": 1}],
+            max_pending=HOUR,
+            regions=regions,
+        )
+    assert states["job"] == "success"
+    assert xcom is not None
+    # Rank 1 of the region's own list, and a fallback: not the first choice as written.
+    assert (xcom["region"], xcom["region_rank"], xcom["selected_instance_type"]) == (WEST, 2, c6i)
+    assert (xcom["preference_rank"], xcom["fell_back"]) == (1, True)
+    assert sorted((j["region"], j["name"], j["status"]) for j in sm.jobs()) == [
+        (EAST, "prep", "Stopped"),
+        (WEST, "prep-s2", "InProgress"),
+    ]
