@@ -124,10 +124,11 @@ def policy_for(account: str, deployment: str = POLICY_DEPLOYMENT) -> dict[str, A
 OBSERVER_KEY = "AKIAE2EOBSERVERREADS"
 
 
-def observer_client(af: LocalAirflow, service_name: str = "sagemaker") -> Any:
-    """A boto3 client for the test's own reads and set-up, signed with :data:`OBSERVER_KEY`."""
+def observer_client(af: LocalAirflow, service_name: str = "sagemaker", **kwargs: Any) -> Any:
+    """A boto3 client for the test's own reads and set-up, signed with :data:`OBSERVER_KEY` (``kwargs``:
+    the client's others, ``region_name`` for one)."""
     return af.sm.boto3_client(
-        service_name, aws_access_key_id=OBSERVER_KEY, aws_secret_access_key="observer-secret"
+        service_name, aws_access_key_id=OBSERVER_KEY, aws_secret_access_key="observer-secret", **kwargs
     )
 
 
@@ -141,7 +142,7 @@ def operations_outside_policy(af: LocalAirflow) -> list[str]:
     sagemaker = observer_client(af)
     jobs = af.sm.jobs()
     clusters = [c["ClusterArn"] for c in sagemaker.list_clusters().get("ClusterSummaries", [])]
-    tags = {arn: _tags_of(sagemaker, arn) for arn in [job["arn"] for job in jobs] + clusters}
+    tags = {arn: _tags_of(af, arn) for arn in [job["arn"] for job in jobs] + clusters}
     deployments = {t["sm-prefs:deployment"] for t in tags.values() if "sm-prefs:deployment" in t}
     policy = policy_for(account, *deployments) if len(deployments) == 1 else policy_for(account)
     arn_of = {job["name"]: job["arn"] for job in jobs}
@@ -170,7 +171,9 @@ def operations_outside_policy(af: LocalAirflow) -> list[str]:
     return [str(r) for r in iam.denied(policy, requests)]
 
 
-def _tags_of(sagemaker: Any, arn: str) -> dict[str, str]:
+def _tags_of(af: LocalAirflow, arn: str) -> dict[str, str]:
+    """The tags of a job or cluster, read in its own region (a job the task moved is in another)."""
+    sagemaker = observer_client(af, region_name=arn.split(":")[3])
     return {t["Key"]: t.get("Value", "") for t in sagemaker.list_tags(ResourceArn=arn).get("Tags", [])}
 
 
