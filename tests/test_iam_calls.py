@@ -30,6 +30,7 @@ SERVICES = {
     "service-quotas": "servicequotas",
     "logs": "logs",
     "sqs": "sqs",
+    "s3": "s3",
 }
 
 
@@ -109,4 +110,5 @@ def test_the_extraction_finds_the_calls_made_through_names() -> None:
         "pricing:GetProducts",
         "servicequotas:ListServiceQuotas",
         "logs:GetLogEvents",
+        "s3:GetBucketLocation",
     } <= called_actions()

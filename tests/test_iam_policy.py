@@ -193,6 +193,31 @@ def exercised(offline_sm_server: Any, tmp_path_factory: pytest.TempPathFactory) 
             states["processing-deadline"] = run.state
             _count(stats, sm.stats())
 
+            # Regions: before its first Create the task reads the region of every bucket a region's request
+            # names (GetBucketLocation); a bucket of another region fails the task before any Create. The
+            # bucket is made in the emulator's S3 directly: its Create is not the provider's call.
+            from moto.s3.models import s3_backends
+
+            sm.load_scenario({"time_scale": 0})
+            s3_backends[sm.scenario_dict()["account_id"]]["aws"].create_bucket("west-out", "us-east-1")
+            west = {
+                "AlgorithmSpecification": {
+                    "TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1"
+                },
+                "OutputDataConfig": {"S3OutputPath": "s3://west-out/models"},
+            }
+            run = dags.t_train_capacity.test(
+                run_conf={
+                    **dags.PARAMS,
+                    "config": training_config("moving"),
+                    "prefs": [G6, G5],
+                    "regions": [{"region": "us-west-2", "after": 1800, "overrides": west}],
+                    "out": str(out / "r"),
+                }
+            )
+            states["regions-bucket-check"] = run.state
+            _count(stats, sm.stats())
+
             # A processing job waited on until it ends, and a deferred training wait killed by a user
             # (on_kill stops the job), driven through the trigger itself as the triggerer would.
             from airflow_provider_sm_prefs.hooks.sagemaker import SageMakerPreferenceHook
@@ -419,6 +444,7 @@ def test_the_exercised_paths_really_ran(exercised: dict[str, Any]) -> None:
         "sensor": "success",
         "guardrails": "success",
         "processing-deadline": "failed",
+        "regions-bucket-check": "failed",
         "processing-completion": "success",
         "event-mode": "success",
         "hyperpod": "success",

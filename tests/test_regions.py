@@ -13,10 +13,12 @@ from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 from airflow_provider_sm_prefs.domain.regions import (
     REGION_BOUND,
     FailoverRegion,
+    location_region,
     read_regions,
     region_of,
     region_problems,
     region_request,
+    s3_buckets,
 )
 
 G6, G5, P4D = "ml.g6.48xlarge", "ml.g5.48xlarge", "ml.p4d.24xlarge"
@@ -276,3 +278,19 @@ def test_every_region_bound_path_is_a_field_of_the_create_request() -> None:
                     continue
                 assert key in node["members"], (kind, path, key)
                 node = shape(node["members"][key]["shape"])
+
+
+def test_the_buckets_of_a_request_and_the_region_get_bucket_location_names() -> None:
+    request = nightly()
+    request["CheckpointConfig"] = {"S3Uri": "s3://east-ckpt"}
+    assert s3_buckets(JobKind.TRAINING, request) == [
+        ("InputDataConfig[0].DataSource.S3DataSource.S3Uri", "east-data"),
+        ("OutputDataConfig.S3OutputPath", "east-models"),
+        ("CheckpointConfig.S3Uri", "east-ckpt"),
+    ]
+    assert [location_region(c) for c in (None, "", "EU", "us-west-2")] == [
+        "us-east-1",
+        "us-east-1",
+        "eu-west-1",
+        "us-west-2",
+    ]

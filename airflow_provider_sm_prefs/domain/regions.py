@@ -32,10 +32,12 @@ from airflow_provider_sm_prefs.domain.preferences import InstancePreferenceList
 __all__ = [
     "REGION_BOUND",
     "FailoverRegion",
+    "location_region",
     "read_regions",
     "region_of",
     "region_problems",
     "region_request",
+    "s3_buckets",
 ]
 
 #: An AWS region name: ``us-west-2``, ``ap-southeast-1``, ``us-gov-west-1``, ``cn-north-1``.
@@ -383,3 +385,24 @@ def _plan_problems(where: str, region: FailoverRegion, home: InstancePreferenceL
         for rank, entry in enumerate(prefs, start=1)
         if entry.training_plan_arn and region_of(entry.training_plan_arn) not in (None, region.region)
     ]
+
+
+def s3_buckets(kind: JobKind, request: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, bucket)`` of every S3 location of a Create request, in field order."""
+    found = []
+    for path, what in REGION_BOUND[kind]:
+        if what != "s3":
+            continue
+        for name, value in _values(request, path):
+            if isinstance(value, str) and value.startswith("s3://"):
+                bucket = value[len("s3://") :].split("/", 1)[0]
+                if bucket:
+                    found.append((name, bucket))
+    return found
+
+
+def location_region(constraint: Any) -> str:
+    """The region of S3's ``GetBucketLocation`` answer: none (or empty) is us-east-1, ``EU`` eu-west-1."""
+    if not constraint:
+        return "us-east-1"
+    return "eu-west-1" if constraint == "EU" else str(constraint)

@@ -1,4 +1,5 @@
-"""The look-ups behind the guardrails before submit: Service Quotas, training plans, the Price List API.
+"""The look-ups behind the guardrails before submit: Service Quotas, training plans, the Price List API,
+and the region of an S3 bucket (for the regions a job may move to).
 
 :class:`PreflightLookups` works on the connection of the
 :class:`~airflow_provider_sm_prefs.hooks.sagemaker.SageMakerPreferenceHook` it is given (region,
@@ -29,6 +30,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_sm_prefs.domain.guardrails import Facts, PlanFacts, quota_name
 from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.regions import location_region
 from airflow_provider_sm_prefs.hooks.cache import TtlCache, default_directory
 from airflow_provider_sm_prefs.hooks.clock import service_now
 from airflow_provider_sm_prefs.hooks.retry import Retry, error_code, retry_sync, with_default_retries
@@ -255,6 +257,21 @@ class PreflightLookups:
         _CACHE.put(key, price, PRICE_TTL)
         return price
 
+    # -- buckets ---------------------------------------------------------------------------------------
+    def bucket_region(self, bucket: str) -> str | None:
+        """The region of an S3 bucket (``GetBucketLocation``); None when it cannot be read (no such bucket,
+        access denied, unreachable): the caller says so, and SageMaker refuses a bucket of another region."""
+        client = self._client("s3", self.hook.conn_region_name)
+        try:
+            answer = retry_sync(
+                lambda: client.get_bucket_location(Bucket=bucket),
+                f"GetBucketLocation {bucket}",
+                PREFLIGHT_RETRY,
+            )
+        except Exception:
+            return None
+        return location_region(answer.get("LocationConstraint"))
+
     def _pricing_client(self, region: str) -> Any:
         return self._client("pricing", region if region in PRICING_REGIONS else "us-east-1")
 
@@ -262,11 +279,15 @@ class PreflightLookups:
     def _session(self) -> Any:
         return self.hook.get_session(region_name=self.hook.conn_region_name)
 
-    def _client_config(self) -> Config:
+    def _client_config(self, service: str = "") -> Config:
         """The connection's botocore config over :data:`PREFLIGHT_CLIENT_CONFIG`, with preflight's short
-        retries unless the user chose a retry mode (:func:`~.retry.with_default_retries`)."""
+        retries unless the user chose a retry mode (:func:`~.retry.with_default_retries`). S3 at an
+        endpoint of the connection's own (an S3-compatible store, the offline SageMaker) is addressed by
+        path, which needs no DNS name per bucket."""
         user = self.hook.conn_config.botocore_config
         config = PREFLIGHT_CLIENT_CONFIG.merge(user) if user else PREFLIGHT_CLIENT_CONFIG
+        if service == "s3" and self.hook.conn_config.get_service_endpoint_url(service_name="s3"):
+            config = Config(s3={"addressing_style": "path"}).merge(config)
         return with_default_retries(config, PREFLIGHT_ATTEMPTS)
 
     def _client(self, service: str, region: str | None) -> Any:
@@ -280,7 +301,7 @@ class PreflightLookups:
                 service_name=service,
                 region_name=region,
                 endpoint_url=hook.conn_config.get_service_endpoint_url(service_name=service),
-                config=hook._get_config(self._client_config()),
+                config=hook._get_config(self._client_config(service)),
                 verify=hook.verify,
             )
         return self._clients[(service, region)]

@@ -9,12 +9,14 @@ the recorded stage first and acts on that stage's job where it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_sm_prefs.compat import AirflowFailException
 from airflow_provider_sm_prefs.domain import exceptions as errors
-from airflow_provider_sm_prefs.domain.regions import FailoverRegion
+from airflow_provider_sm_prefs.domain.kinds import JobKind
+from airflow_provider_sm_prefs.domain.regions import FailoverRegion, region_request, s3_buckets
 from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
 from airflow_provider_sm_prefs.operators.windows import AcceptanceWindows
 
@@ -31,8 +33,10 @@ class RegionMoves:
     #: The region the current stage runs in, when it moved the job out of the task's own region.
     _region: FailoverRegion | None
     _windows: AcceptanceWindows | None
+    job_kind: ClassVar[JobKind]
 
     if TYPE_CHECKING:
+        log: Any
 
         @property
         def hook(self) -> SageMakerPreferenceHook: ...
@@ -58,16 +62,41 @@ class RegionMoves:
         if self._windows is not None:
             self._windows.hook = self.hook
 
-    def _check_home_region(self, regions: tuple[FailoverRegion, ...]) -> None:
-        """No region after the task's own may be the task's own (known from the connection once it runs)."""
+    def _check_regions_at_run_time(
+        self, regions: tuple[FailoverRegion, ...], request: Mapping[str, Any]
+    ) -> None:
+        """What only a running task can check of its regions, before its first Create: none is the task's own
+        region (its connection's), and every S3 bucket a region's request names is in that region
+        (``GetBucketLocation``; a bucket whose region cannot be read is logged, and left to SageMaker).
+
+        :raises AirflowFailException: naming each region, field and fix.
+        """
         if not regions:
             return
-        home = AwsSettings.of(self).hook().conn_region_name  # the task's own, wherever this try is
-        problems = [
-            f"regions[{i}] ({r.region}): {r.region} is the task's own region (its connection's); name "
-            "another region"
-            for i, r in enumerate(regions)
-            if r.region == home
-        ]
+        hook = AwsSettings.of(self).hook()  # the task's own, wherever this try is
+        home, lookups = hook.conn_region_name, hook.lookups
+        problems = []
+        for i, region in enumerate(regions):
+            where = f"regions[{i}] ({region.region})"
+            if region.region == home:
+                problems.append(
+                    f"{where}: {region.region} is the task's own region (its connection's); name another"
+                )
+                continue
+            for field, bucket in s3_buckets(self.job_kind, region_request(request, region)):
+                found = lookups.bucket_region(bucket)
+                if found is None:
+                    self.log.info(
+                        "%s: the region of S3 bucket %s (%s) could not be read; SageMaker refuses a bucket of "
+                        "another region when the job moves there",
+                        where,
+                        bucket,
+                        field,
+                    )
+                elif found != region.region:
+                    problems.append(
+                        f"{where}: {field} names S3 bucket {bucket}, which is in {found} (GetBucketLocation); "
+                        f"give a bucket of {region.region} in the overrides"
+                    )
         if problems:
             raise AirflowFailException(str(errors.InvalidInstancePreferencesError(problems)))

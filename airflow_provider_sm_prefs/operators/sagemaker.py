@@ -302,15 +302,16 @@ class SageMakerPreferenceBaseOperator(
                 prefs = stages.listed if stages is not None else prefs
                 return self._start(run, JobStart(job_name, prefs, deadline, describe=describe))
             case Create(job_name):
-                # 3. The guardrails before Create: no Create call if nothing remains.
+                # 3. What only a running task can check of its regions, then the guardrails before
+                # Create: no Create call if a region is wrong or nothing remains.
+                regions = self._arguments().regions
+                self._check_regions_at_run_time(regions, request)
                 request, prefs, report = guardrails.guard(
                     self.hook, self._rendered_config(), request, prefs, progress
                 )
                 self._guardrails = report.as_dict()
                 run.store.update(guardrails=self._guardrails)
                 # 4. Acceptance windows and regions: the list goes in stages, each its own job.
-                regions = self._arguments().regions
-                self._check_home_region(regions)
                 stages = windows.begin(prefs, job_name, self._total_pending(request), regions)
                 if stages is not None:
                     return self._start_stage(run, job_name, stages.limits(kind, stages.elapsed))

@@ -183,3 +183,15 @@ def test_the_price_is_found_on_a_later_getproducts_page(sm: Any) -> None:
         )
         assert hook.lookups.hourly_price(JobKind.TRAINING, G5) == 7.5
         stub.assert_no_pending_responses()
+
+
+def test_a_buckets_region_is_read_from_s3_on_the_tasks_connection(sm: Any) -> None:
+    """GetBucketLocation at the connection's endpoint (by path there: no DNS name per bucket)."""
+    for region, bucket in (("us-west-2", "west-models"), ("us-east-1", "east-models")):
+        where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        sm.boto3_client("s3", region_name=region).create_bucket(Bucket=bucket, **where)
+    lookups = SageMakerPreferenceHook(aws_conn_id="aws_default").lookups
+    assert lookups.bucket_region("west-models") == "us-west-2"
+    assert lookups.bucket_region("east-models") == "us-east-1"
+    # A bucket that cannot be read (none here) has no known region: the caller says so, nothing fails.
+    assert lookups.bucket_region("nobody-made-this") is None

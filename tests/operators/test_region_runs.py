@@ -72,8 +72,10 @@ def selected_ever(sm: Any) -> list[tuple[str, str]]:
 def test_a_home_region_out_of_capacity_moves_the_job_to_the_next_region(
     sm: Any, run_test_dag: Any, capacity_record: Any
 ) -> None:
-    # us-west-2 frees g5 ten emulated minutes after the job moves there.
+    # us-west-2 frees g5 ten emulated minutes after the job moves there; its output bucket is there.
     sm.load_scenario(scarce_at_home(MOVE_AFTER + 600))
+    west_s3 = sm.boto3_client("s3", region_name=WEST)
+    west_s3.create_bucket(Bucket="west-models", CreateBucketConfiguration={"LocationConstraint": WEST})
     with ticking(sm):
         states, xcom = run_test_dag(
             "t_train_capacity", config=training_config(), prefs=PREFS, max_pending=4 * HOUR, regions=west()
@@ -119,6 +121,22 @@ def test_a_region_missing_an_override_fails_the_task_before_any_call(sm: Any, ru
     assert states["job"] == "failed"
     assert sm.stats()["operations"] == {}
     assert sm.jobs() == []
+
+
+def test_a_regions_bucket_in_another_region_fails_the_task_before_any_create(
+    sm: Any, run_test_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sm.load_scenario(scarce_at_home(MOVE_AFTER + 600))
+    sm.boto3_client("s3").create_bucket(Bucket="west-models")  # in us-east-1, not where the job moves
+    states, _ = run_test_dag(
+        "t_train_capacity", config=training_config(), prefs=PREFS, max_pending=4 * HOUR, regions=west()
+    )
+    assert states["job"] == "failed"
+    assert "CreateTrainingJob" not in sm.stats()["operations"]
+    assert (
+        "regions[0] (us-west-2): OutputDataConfig.S3OutputPath names S3 bucket west-models, which is in "
+        "us-east-1 (GetBucketLocation); give a bucket of us-west-2 in the overrides"
+    ) in capfd.readouterr().out
 
 
 def test_a_worker_killed_between_the_stop_and_the_next_create_leaves_one_job(
