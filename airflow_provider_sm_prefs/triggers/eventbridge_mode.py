@@ -1,7 +1,8 @@
 """Whether event mode is on for a connection, and its consumer: read in the triggerer when a wait starts.
 
 The queue comes from the AWS connection's extra ``sm_prefs_event_queue_url`` if it has that key (an empty
-value turns event mode off for the connection), else from ``[sm_prefs] event_queue_url``. See
+value turns event mode off for the connection), else from ``[sm_prefs] event_queue_url``. It serves the
+waits in the connection's own region (:func:`queue_serves`): a wait in another region polls. See
 :mod:`.eventbridge_queue` for what event mode does, docs/events.md for setting it up.
 """
 
@@ -82,13 +83,23 @@ def event_detail() -> EventDetail:
         raise ValueError(f"[sm_prefs] event_detail: {value!r} is not one of {choices}") from None
 
 
-def _connection_extra(settings: AwsSettings) -> dict[str, Any]:
+def _connection(settings: AwsSettings) -> tuple[dict[str, Any], str | None]:
+    """The connection's extra, and its own region (not the wait's ``region_name``; None when unset)."""
     if not settings.aws_conn_id:
-        return {}
+        return {}, None
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    hook = AwsBaseHook(client_type="sqs", **settings.hook_kwargs())
-    return dict(hook.conn_config.extra_config or {})
+    hook = AwsBaseHook(client_type="sqs", **{**settings.hook_kwargs(), "region_name": None})
+    return dict(hook.conn_config.extra_config or {}), hook.conn_config.region_name
+
+
+def queue_serves(settings: AwsSettings, connection_region: str | None) -> bool:
+    """Whether the queue of a connection receives the events of a wait with these settings. The queue is
+    fed by the EventBridge rule of its own region, the connection's: a wait in another region (a job the
+    task moved to one of its ``regions`` with the task's connection) polls, unless that region has a
+    connection of its own naming a queue there. A region unknown on either side is taken to match."""
+    wanted = settings.region_name
+    return not (wanted and connection_region and wanted != connection_region)
 
 
 async def event_mode_for(settings: AwsSettings) -> EventMode | None:
@@ -99,9 +110,9 @@ async def event_mode_for(settings: AwsSettings) -> EventMode | None:
     """
     from asgiref.sync import sync_to_async
 
-    extra = await sync_to_async(_connection_extra, thread_sensitive=False)(settings)
+    extra, connection_region = await sync_to_async(_connection, thread_sensitive=False)(settings)
     url = configured_queue_url(extra)
-    if url is None:
+    if url is None or not queue_serves(settings, connection_region):
         return None
 
     def opener() -> Any:

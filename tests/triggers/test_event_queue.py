@@ -220,6 +220,31 @@ def test_the_queue_comes_from_the_connection_extra_else_the_config(monkeypatch: 
     assert configured_queue_url({}) is None
 
 
+def test_a_queue_serves_the_waits_of_its_connections_region_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule feeding the queue sees its own region's events: a job moved to another region is polled."""
+    from airflow_provider_sm_prefs.hooks.sagemaker import AwsSettings
+    from airflow_provider_sm_prefs.triggers import eventbridge_mode
+
+    conn = {
+        "conn_type": "aws",
+        "extra": {"region_name": "us-east-1", "sm_prefs_event_queue_url": "https://sqs/q"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTED_EAST", json.dumps(conn))
+    home = AwsSettings(aws_conn_id="evented_east")
+    moved = AwsSettings(aws_conn_id="evented_east", region_name="us-west-2")
+    assert eventbridge_mode._connection(moved) == (
+        {"region_name": "us-east-1", "sm_prefs_event_queue_url": "https://sqs/q"},
+        "us-east-1",
+    )
+    assert eventbridge_mode.queue_serves(home, "us-east-1")
+    assert eventbridge_mode.queue_serves(
+        AwsSettings(aws_conn_id="evented_east", region_name="us-east-1"), "us-east-1"
+    )
+    assert not eventbridge_mode.queue_serves(moved, "us-east-1")
+    assert eventbridge_mode.queue_serves(moved, None)  # a connection without a region: taken to match
+    assert asyncio.run(eventbridge_mode.event_mode_for(moved)) is None
+
+
 # ------------------------------------------------------------------------------ consumer, real SQS
 
 
