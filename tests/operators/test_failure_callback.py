@@ -223,6 +223,20 @@ def test_stops_the_job_in_the_region_the_task_moved_it_to(slow_sm: Any) -> None:
     assert slow_sm.job("cb-west", region="us-east-1")["status"] == "InProgress"
 
 
+def test_leaves_alone_a_job_of_another_deployment_in_the_region_the_xcom_names(slow_sm: Any) -> None:
+    """The XCom names a region and a job there, but the job's tags are another deployment's: not ours."""
+    tags = AirflowIdentity("cb_dag", "job", "cb_run", -1, 1, "someone-else").as_dict()
+    request, prefs = build_request("training", training_config("cb-foreign", tags=tags), PREFS, 3600)
+    request["AlgorithmSpecification"]["TrainingImage"] = WEST_IMAGE
+    SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-west-2").create_job(
+        JobKind.TRAINING, request, prefs
+    )
+    ti = FakeTI({XComKey.JOB_NAME.value: "cb-foreign", XComKey.REGION.value: "us-west-2"})
+    STOP_UNATTENDED_JOB({"task": operator(), "ti": ti, "task_state_store": FakeStore(error=True)})
+    assert slow_sm.job("cb-foreign", region="us-west-2")["status"] == "InProgress"
+    assert stops(slow_sm, "cb-foreign") == 0
+
+
 def test_leaves_alone_a_job_our_code_already_stopped_or_that_ended(slow_sm: Any) -> None:
     """CapacityTimeoutError stopped its job (Stopping); a failed/completed/stopped job has ended."""
     create("cb-stopped")
