@@ -88,11 +88,15 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> None:
 WEST_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:1"
 
 
-def create(name: str, map_index: int = -1, deployment: str = "tests") -> None:
-    """A job as the task instance FakeTI stands for created it: tagged with its identity (``deployment``)."""
+def create(name: str, map_index: int = -1, deployment: str = "tests", region: str | None = None) -> None:
+    """A job as the task instance FakeTI stands for created it: tagged with its identity (``deployment``),
+    in ``region`` (the connection's by default; us-west-2 with an image of its own)."""
     tags = AirflowIdentity("cb_dag", "job", "cb_run", map_index, 1, deployment).as_dict()
     request, prefs = build_request("training", training_config(name, tags=tags), PREFS, 3600)
-    SageMakerPreferenceHook(aws_conn_id="aws_default").create_job(JobKind.TRAINING, request, prefs)
+    if region == "us-west-2":
+        request["AlgorithmSpecification"]["TrainingImage"] = WEST_IMAGE
+    hook = SageMakerPreferenceHook(aws_conn_id="aws_default", region_name=region)
+    hook.create_job(JobKind.TRAINING, request, prefs)
 
 
 def stops(sm: Any, name: str) -> int:
@@ -198,12 +202,7 @@ def test_stops_a_job_still_in_progress_as_the_dag_processor_calls_it(slow_sm: An
 
 def test_stops_the_job_in_the_region_the_task_moved_it_to(slow_sm: Any) -> None:
     """A stage in one of the task's regions: the job is there, under the region's own connection if any."""
-    tags = AirflowIdentity("cb_dag", "job", "cb_run", -1, 1, "tests").as_dict()
-    request, prefs = build_request("training", training_config("cb-west", tags=tags), PREFS, 3600)
-    request["AlgorithmSpecification"]["TrainingImage"] = WEST_IMAGE
-    SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-west-2").create_job(
-        JobKind.TRAINING, request, prefs
-    )
+    create("cb-west", region="us-west-2")
     create("cb-west")  # the same name in the task's own region: not the one to stop
     regions = [
         {
@@ -225,12 +224,7 @@ def test_stops_the_job_in_the_region_the_task_moved_it_to(slow_sm: Any) -> None:
 
 def test_leaves_alone_a_job_of_another_deployment_in_the_region_the_xcom_names(slow_sm: Any) -> None:
     """The XCom names a region and a job there, but the job's tags are another deployment's: not ours."""
-    tags = AirflowIdentity("cb_dag", "job", "cb_run", -1, 1, "someone-else").as_dict()
-    request, prefs = build_request("training", training_config("cb-foreign", tags=tags), PREFS, 3600)
-    request["AlgorithmSpecification"]["TrainingImage"] = WEST_IMAGE
-    SageMakerPreferenceHook(aws_conn_id="aws_default", region_name="us-west-2").create_job(
-        JobKind.TRAINING, request, prefs
-    )
+    create("cb-foreign", deployment="someone-else", region="us-west-2")
     ti = FakeTI({XComKey.JOB_NAME.value: "cb-foreign", XComKey.REGION.value: "us-west-2"})
     STOP_UNATTENDED_JOB({"task": operator(), "ti": ti, "task_state_store": FakeStore(error=True)})
     assert slow_sm.job("cb-foreign", region="us-west-2")["status"] == "InProgress"
